@@ -1,0 +1,163 @@
+"""Leak-free splits: grouped k-fold, holdout, or none (the whole benchmark as test, as the paper does).
+
+A unit is what must never straddle two splits. Samples are joined into one unit when they share the
+sample id's folder (a couple's segments) or a participant name (the family samples are episodes of what
+looks like one family under a shared ``family_therapy/`` folder, and two couples may share a first name).
+Units never mix scenarios. The manifest (unit -> fold, seed, content hash) is written once, reused, and
+stored with every model and result.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from .schema import Sample
+
+SCHEMES = ("kfold", "holdout", "none")
+
+
+def assign_units(samples: Sequence[Sample]) -> dict[str, str]:
+    """sample_id -> unit name (the sorted folders of the connected component, joined with '+')."""
+    parent: dict[str, str] = {}
+
+    def find(x: str) -> str:
+        while parent.setdefault(x, x) != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(a: str, b: str) -> None:
+        parent[find(a)] = find(b)
+
+    for s in samples:
+        node = f"sample:{s.sample_id}"
+        union(node, f"folder:{s.scenario}:{s.folder}")
+        for name in s.participants:
+            union(node, f"person:{s.scenario}:{name}")
+    folders: dict[str, set[str]] = {}
+    for s in samples:
+        folders.setdefault(find(f"sample:{s.sample_id}"), set()).add(s.folder)
+    return {s.sample_id: "+".join(sorted(folders[find(f"sample:{s.sample_id}")])) for s in samples}
+
+
+class LeakageError(RuntimeError):
+    pass
+
+
+@dataclass
+class SplitManifest:
+    """unit -> fold (kfold), or unit -> split name (holdout/none). ``samples`` maps sample_id -> unit."""
+
+    scheme: str
+    seed: int
+    k: int
+    assignment: dict[str, int | str]
+    samples: dict[str, str]
+    scenarios: dict[str, str]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def hash(self) -> str:
+        body = json.dumps({"scheme": self.scheme, "seed": self.seed, "k": self.k, "assignment": self.assignment,
+                           "samples": self.samples}, sort_keys=True)
+        return hashlib.sha256(body.encode()).hexdigest()[:16]
+
+    def roles(self, test_fold: int = 0, val_fold: int | None = None) -> dict[str, str]:
+        """unit -> 'train' | 'validation' | 'test'. For k-fold the test fold is ``test_fold`` and the
+        validation fold the next one (cyclically); the rest trains."""
+        if self.scheme != "kfold":
+            return {u: str(v) for u, v in self.assignment.items()}
+        if not 0 <= test_fold < self.k:
+            raise ValueError(f"test_fold must be in 0..{self.k - 1}, got {test_fold}")
+        val_fold = (test_fold + 1) % self.k if val_fold is None else val_fold
+        return {u: "test" if f == test_fold else "validation" if f == val_fold else "train"
+                for u, f in self.assignment.items()}
+
+    def split_of(self, sample_id: str, test_fold: int = 0) -> str:
+        return self.roles(test_fold)[self.samples[sample_id]]
+
+    def to_json(self) -> dict:
+        return {"scheme": self.scheme, "seed": self.seed, "k": self.k, "hash": self.hash,
+                "assignment": self.assignment, "samples": self.samples, "scenarios": self.scenarios,
+                "notes": self.notes}
+
+    def save(self, path: str | Path) -> None:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_text(json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n")
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "SplitManifest":
+        data = json.loads(Path(path).read_text())
+        manifest = cls(data["scheme"], data["seed"], data["k"], data["assignment"], data["samples"],
+                       data["scenarios"], data.get("notes", []))
+        if data.get("hash") != manifest.hash:
+            raise ValueError(f"{path}: manifest hash {data.get('hash')} does not match its content ({manifest.hash})")
+        return manifest
+
+
+def make_manifest(samples: Sequence[Sample], scheme: str = "kfold", k: int = 5, seed: int = 0,
+                  holdout: tuple[float, float] = (0.2, 0.2)) -> SplitManifest:
+    """Assign units to folds: k-fold grouped by unit and stratified by scenario (each scenario's units are
+    shuffled with ``seed`` and dealt to folds largest first, so fold sizes in instances stay even)."""
+    if scheme not in SCHEMES:
+        raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
+    units = assign_units(samples)
+    scenario_of = {units[s.sample_id]: s.scenario for s in samples}
+    size: dict[str, int] = {}
+    for s in samples:
+        size[units[s.sample_id]] = size.get(units[s.sample_id], 0) + len(s.rows)
+    notes: list[str] = []
+    for scenario in sorted(set(scenario_of.values())):
+        n_units = sum(1 for sc in scenario_of.values() if sc == scenario)
+        if scheme != "none" and n_units < (k if scheme == "kfold" else 3):
+            notes.append(f"{scenario}: only {n_units} unit(s) after grouping by shared folder and people, so its "
+                         f"samples fill {n_units} fold(s) and the other folds have no {scenario} data")
+    if scheme == "none":
+        assignment: dict[str, int | str] = {u: "test" for u in sorted(scenario_of)}
+        return SplitManifest(scheme, seed, 1, assignment, dict(units), scenario_of, notes)
+    import random
+
+    rng = random.Random(seed)
+    assignment = {}
+    for scenario in sorted(set(scenario_of.values())):
+        members = sorted(u for u, sc in scenario_of.items() if sc == scenario)
+        rng.shuffle(members)
+        if scheme == "kfold":
+            load = [0] * k
+            for unit in sorted(members, key=lambda u: -size[u]):  # stable: ties keep the shuffled order
+                fold = min(range(k), key=lambda f: (load[f], f))
+                assignment[unit] = fold
+                load[fold] += size[unit]
+        else:
+            n = len(members)
+            n_test = max(1, round(holdout[0] * n)) if n >= 3 else 0
+            n_val = max(1, round(holdout[1] * n)) if n >= 3 else 0
+            for i, unit in enumerate(members):
+                assignment[unit] = "test" if i < n_test else "validation" if i < n_test + n_val else "train"
+    manifest = SplitManifest(scheme, seed, k if scheme == "kfold" else 1, assignment, dict(units), scenario_of, notes)
+    check_leakage(samples, manifest)
+    return manifest
+
+
+def check_leakage(samples: Sequence[Sample], manifest: SplitManifest) -> None:
+    """Fail loudly if a unit or a participant name lands in two splits (for k-fold: two folds)."""
+    where: dict[str, set] = {}
+    for s in samples:
+        unit = manifest.samples.get(s.sample_id)
+        if unit is None:
+            raise LeakageError(f"sample {s.sample_id!r} is not in the split manifest {manifest.hash}")
+        if unit not in manifest.assignment:
+            raise LeakageError(f"unit {unit!r} of sample {s.sample_id!r} has no fold in manifest {manifest.hash}")
+        place = manifest.assignment[unit]
+        for key in [f"unit {unit}", *(f"person {s.scenario}:{p}" for p in s.participants)]:
+            where.setdefault(key, set()).add(place)
+    leaks = sorted(k for k, places in where.items() if len(places) > 1)
+    if leaks:
+        raise LeakageError("split leak: " + "; ".join(f"{k} in {sorted(map(str, where[k]))}" for k in leaks[:10]))

@@ -1,0 +1,47 @@
+"""The six RESCUE-Bench tasks. A new task is one module plus one line in ``TASKS``."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..data.schema import Sample
+from .base import ANSWER_FORMATS, MODES, BuildOptions, BuildResult, Instance, Parsed, Task
+from .context import build_messages
+from .er import EmotionRecognition
+from .itp import InterventionTiming
+from .rpp import RelationPattern
+from .ssp import SupportStrategy
+from .stp import SupportTarget
+from .vp import ViewpointPrediction
+
+TASKS: dict[str, Task] = {t.name: t for t in (
+    InterventionTiming(), RelationPattern(), SupportTarget(), SupportStrategy(), EmotionRecognition(),
+    ViewpointPrediction(),
+)}
+CLOSED_SET_TASKS = tuple(name for name, t in TASKS.items() if t.closed_set)
+
+
+def get_task(name: str) -> Task:
+    try:
+        return TASKS[name.lower()]
+    except KeyError:
+        raise ValueError(f"unknown task {name!r}; expected one of {', '.join(TASKS)}") from None
+
+
+def build(task: str, samples: Sequence[Sample], options: BuildOptions | None = None,
+          units: dict[str, str] | None = None) -> BuildResult:
+    """Instances of ``task`` over ``samples`` (units default to the leak-free grouping of ``splits``)."""
+    from ..data.splits import assign_units
+
+    return get_task(task).build(samples, units or assign_units(samples), options or BuildOptions())
+
+
+def render(inst: Instance, mode: str = "dialogue", fmt: str = "label") -> list[dict[str, str]]:
+    """The chat messages (system, user) a model sees for ``inst``: one renderer for training and evaluation."""
+    if fmt not in ANSWER_FORMATS:
+        raise ValueError(f"answer format must be one of {ANSWER_FORMATS}, got {fmt!r}")
+    return build_messages(inst, TASKS[inst.task].instruction(inst, fmt), mode)
+
+
+__all__ = ["ANSWER_FORMATS", "CLOSED_SET_TASKS", "MODES", "TASKS", "BuildOptions", "BuildResult",
+           "Instance", "Parsed", "Task", "build", "get_task", "render"]

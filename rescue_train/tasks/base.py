@@ -1,0 +1,253 @@
+"""The currency of the toolkit: :class:`Instance`, the :class:`Task` interface and the shared helpers.
+
+A task module owns everything task-specific: which rows become instances (``build``), the question and
+candidates it asks (``instruction``), the gold answer text (``answer``) and how a model's text is read back
+(``parse``). The converter, the trainers and the evaluator all go through these, so a fine-tuned model is
+evaluated on exactly the prompts it learnt from.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
+
+from ..data.schema import Sample
+
+ANSWER_FORMATS = ("label", "json")
+MODES = ("dialogue", "audio", "visual", "audiovisual")
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One gold decision. ``context`` are the rows shown before ``current`` (the row shown as the current
+    turn, or None when it is hidden); ``given`` holds task inputs such as the known support target."""
+
+    id: str
+    task: str
+    sample_id: str
+    unit: str
+    scenario: str
+    row_index: int
+    context: tuple[int, ...]
+    current: int | None
+    candidates: tuple[str, ...]
+    gold: Any
+    given: tuple[tuple[str, Any], ...] = ()
+    sample: Sample | None = field(default=None, compare=False, repr=False)
+
+    def given_value(self, key: str, default: Any = None) -> Any:
+        return dict(self.given).get(key, default)
+
+    def to_record(self) -> dict[str, Any]:
+        """The ``instances.jsonl`` contract read by trainers, evaluator and outside checks."""
+        return {
+            "id": self.id,
+            "task": self.task,
+            "sample_id": self.sample_id,
+            "unit": self.unit,
+            "scenario": self.scenario,
+            "row_index": self.row_index,
+            "context_rows": list(self.context),
+            "current_row": self.current,
+            "candidates": list(self.candidates),
+            "given": dict(self.given),
+            "gold": self.gold,
+        }
+
+
+def instance_id(sample_id: str, task: str, row_index: int) -> str:
+    """Ids name the sample, task and row only: nothing that reveals the gold (the reference's ITP ids do)."""
+    return f"{sample_id}::{task}::row{row_index}"
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """Construction choices. ``context`` None means each task's own default window."""
+
+    context: int | None = None
+    rpp_definition: str = "D"
+    rpp_include_current: bool = False
+    stp_targets: str = "collapse"
+    ssp_target_emotion: bool = False
+    checkpoints_per_sample: int = 5
+    er_min_words: int = 5
+    er_discard_fraction: float = 0.3
+    itp_cap_per_class: int = 0
+
+    def __post_init__(self):
+        if self.context is not None and self.context < -1:
+            raise ValueError(f"context must be -1 (all prior rows), 0 (none) or a positive count, got {self.context}")
+        if self.stp_targets not in ("collapse", "set"):
+            raise ValueError(f"stp_targets must be 'collapse' or 'set', got {self.stp_targets!r}")
+
+
+@dataclass
+class BuildResult:
+    """Instances plus the rows and candidates left out, counted per (scenario, reason)."""
+
+    instances: list[Instance]
+    excluded: Counter = field(default_factory=Counter)
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A model answer read back. ``status`` is ``ok``, or ``failed`` (the value is then empty and scored
+    as wrong; it is never filled with the gold)."""
+
+    status: str
+    value: Any
+    error: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+class Task:
+    """Base class of the six tasks; subclasses set the class attributes and implement the methods."""
+
+    name: str = ""
+    title: str = ""
+    kind: str = ""  # binary | choice | ranking | generation
+    default_context: int = 3
+    closed_set: bool = True
+
+    def build(self, samples: Sequence[Sample], units: dict[str, str], options: BuildOptions) -> BuildResult:
+        raise NotImplementedError
+
+    def instruction(self, inst: Instance, fmt: str) -> str:
+        """The task question, candidates and answer format: the end of the user message."""
+        raise NotImplementedError
+
+    def answer(self, inst: Instance, fmt: str, value: Any = None) -> str:
+        """The answer text for ``value`` (the gold when None) in answer format ``fmt``."""
+        raise NotImplementedError
+
+    def parse(self, inst: Instance, text: str, fmt: str) -> Parsed:
+        raise NotImplementedError
+
+    def context_size(self, options: BuildOptions) -> int:
+        return self.default_context if options.context is None else options.context
+
+
+def evenly_spaced(items: Sequence[Any], limit: int, *, single: str) -> list[Any]:
+    """Keep at most ``limit`` items at evenly spaced positions, in their original order.
+
+    The reference picks indices ``round(i*(n-1)/(limit-1))`` with Python's half-to-even ``round``;
+    with ``limit == 1`` ITP keeps the middle item (``single="middle"``) and ER/VP the first
+    (``single="first"``). With n > limit the step exceeds 1, so the picks never collide and the
+    reference's de-duplication and top-up never act.
+    """
+    n = len(items)
+    if limit <= 0 or n <= limit:
+        return list(items)
+    if limit == 1:
+        return [items[n // 2] if single == "middle" else items[0]]
+    picked = [round(i * (n - 1) / (limit - 1)) for i in range(limit)]
+    return [items[p] for p in picked]
+
+
+def window(current: int, k: int) -> tuple[int, ...]:
+    """Row indices strictly before ``current``: none (k=0), all (k=-1) or the last k."""
+    if k == 0:
+        return ()
+    start = 1 if k < 0 else max(1, current - k)
+    return tuple(range(start, current))
+
+
+_JSON_START = re.compile(r"[\[{]")
+
+
+def find_json(text: str) -> Any:
+    """The first JSON object or list inside ``text`` (code fences and chatter around it allowed)."""
+    decoder = json.JSONDecoder()
+    for match in _JSON_START.finditer(text):
+        try:
+            value, _ = decoder.raw_decode(text, match.start())
+        except json.JSONDecodeError:
+            continue
+        return value
+    return None
+
+
+def _norm(label: str) -> str:
+    return re.sub(r"[\s\-]+", "_", label.strip().strip("\"'`.,;:*").lower())
+
+
+def match_labels(values: Iterable[Any], candidates: Sequence[str]) -> list[str]:
+    """Map answer strings onto candidate labels (case, quotes and '-'/' ' vs '_' ignored), keeping first
+    occurrences in order; unknown strings are dropped here and counted by the caller."""
+    index = {_norm(c): c for c in candidates}
+    ranking: list[str] = []
+    for value in values:
+        if not isinstance(value, str):
+            continue
+        label = index.get(_norm(value))
+        if label is not None and label not in ranking:
+            ranking.append(label)
+    return ranking
+
+
+def labels_in_text(text: str, candidates: Sequence[str]) -> list[str]:
+    """Candidate labels named in free text, in order of first mention (longest label wins on overlap)."""
+    found: list[tuple[int, str]] = []
+    lowered = text.lower()
+    for label in sorted(candidates, key=len, reverse=True):
+        pattern = r"(?<![\w])" + re.escape(label.lower()).replace(r"_", r"[_\s\-]") + r"(?![\w])"
+        match = re.search(pattern, lowered)
+        if match and not any(s <= match.start() < s + len(lbl) for s, lbl in found):
+            found.append((match.start(), label))
+    return [label for _, label in sorted(found)]
+
+
+def count(excluded: Counter, scenario: str, reason: str, n: int = 1) -> None:
+    excluded[(scenario, reason)] += n
+
+
+class ClosedSetTask(Task):
+    """A task whose answer is one of ``inst.candidates``: answered as a bare label, or as the paper's
+    JSON with a ranked list under ``json_key`` (``json_top`` labels asked for, 1 for ITP)."""
+
+    json_key: str = ""
+    json_top: int = 3
+    question: str = ""
+
+    def options_text(self, inst: Instance) -> str:
+        return "Candidates: " + ", ".join(inst.candidates)
+
+    def instruction(self, inst: Instance, fmt: str) -> str:
+        question = self.question_for(inst)
+        if fmt == "label":
+            tail = "Answer with exactly one label from the candidates and nothing else."
+        elif self.json_top == 1:
+            tail = f'Answer with JSON only: {{"{self.json_key}": "<label>"}}.'
+        else:
+            tail = (f"Rank the {self.json_top} most likely labels from the candidates, most likely first, and answer "
+                    f'with JSON only: {{"{self.json_key}": ["<label 1>", "<label 2>", "<label 3>"]}}.')
+        return f"{question}\n\n{self.options_text(inst)}\n\n{tail}"
+
+    def question_for(self, inst: Instance) -> str:
+        return self.question
+
+    def answer(self, inst: Instance, fmt: str, value: Any = None) -> str:
+        label = inst.gold if value is None else value
+        if fmt == "label":
+            return label
+        # Training targets carry the one gold label; the paper's top-3 lists are asked for at evaluation.
+        return json.dumps({self.json_key: label if self.json_top == 1 else [label]}, ensure_ascii=False)
+
+    def parse(self, inst: Instance, text: str, fmt: str) -> Parsed:
+        payload = find_json(text)
+        if isinstance(payload, dict) and self.json_key in payload:
+            value = payload[self.json_key]
+            ranking = match_labels(value if isinstance(value, list) else [value], inst.candidates)
+        elif isinstance(payload, list):
+            ranking = match_labels(payload, inst.candidates)
+        else:
+            ranking = match_labels([text], inst.candidates) or labels_in_text(text, inst.candidates)
+        if not ranking:
+            return Parsed("failed", (), f"no candidate label found in {text[:80]!r}")
+        return Parsed("ok", tuple(ranking))

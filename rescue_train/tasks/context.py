@@ -1,0 +1,79 @@
+"""Render what a model sees: the dialogue context first, then the task question.
+
+The shared part of a prompt (system text, scenario, participants, the conversation) comes first and the
+task instruction last, so an inference engine's prefix cache serves all tasks and all candidates of one
+dialogue from one prefill. The input mode selects the cue fields shown for each row:
+
+* ``dialogue``: speaker, addressees, the words and overlapping background speech;
+* ``audio``: plus the tone of voice;
+* ``visual``: plus posture, facial expression, self-directed behaviour and directed interaction;
+* ``audiovisual``: all of them.
+"""
+
+from __future__ import annotations
+
+from ..data.schema import PersonCue, Row, Sample
+from .base import MODES, Instance
+
+SYSTEM_PROMPT = (
+    "You are an expert in couple and family therapy process research. You read transcripts of real "
+    "therapy sessions, annotated row by row, and answer one analysis question about them. Use only the "
+    "rows you are shown; never assume what is said later. Answer exactly in the requested format."
+)
+
+
+def _cues(name: str, cues: tuple[PersonCue, ...]) -> str | None:
+    items = [f"{c.person}: {c.description}" if c.person else c.description for c in cues if c.description]
+    return f"{name}: " + "; ".join(items) if items else None
+
+
+def render_row(row: Row, mode: str) -> str:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    addressees = ", ".join(row.target) or "?"
+    lines = [f"[{row.row_index}] {row.speaker} -> {addressees}: {row.dialogue}"]
+    for bg in row.background:
+        if bg.speaker and bg.content:
+            lines.append(f"    (overlapping) {bg.speaker} -> {', '.join(bg.target) or '?'}: {bg.content}")
+    if mode in ("audio", "audiovisual") and row.tone_of_voice:
+        lines.append(f"    tone: {row.tone_of_voice}")
+    if mode in ("visual", "audiovisual"):
+        for cue_line in (
+            _cues("posture", row.body_posture),
+            _cues("face", row.facial_expressions),
+            _cues("self-directed", row.self_directed_behavior),
+            _cues(
+                "interaction",
+                tuple(PersonCue(f"{i.initiator} -> {', '.join(i.target)}", i.description)
+                      for i in row.interaction_behavior),
+            ),
+        ):
+            if cue_line:
+                lines.append("    " + cue_line)
+    return "\n".join(lines)
+
+
+def render_context(inst: Instance, mode: str) -> str:
+    """Scenario, participants, the prior rows and (when shown) the current turn."""
+    sample: Sample = inst.sample
+    scenario = "a couple therapy session" if inst.scenario == "couple" else "a family therapy session"
+    parts = [
+        f"Setting: {scenario}. Participants: {', '.join(sample.participants)}; the therapist speaks as "
+        f"'Therapist'; '{sample.group_label}' stands for the whole {inst.scenario} speaking or addressed together.",
+    ]
+    if inst.context:
+        rows = "\n".join(render_row(sample.row(i), mode) for i in inst.context)
+        parts.append(f"Conversation so far (rows {inst.context[0]}-{inst.context[-1]}):\n{rows}")
+    else:
+        parts.append("Conversation so far: (no earlier rows shown)")
+    if inst.current is not None:
+        parts.append(f"Current turn:\n{render_row(sample.row(inst.current), mode)}")
+    return "\n\n".join(parts)
+
+
+def build_messages(inst: Instance, instruction: str, mode: str) -> list[dict[str, str]]:
+    """System and user messages: the context first, the task instruction last."""
+    return [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": render_context(inst, mode) + "\n\n" + instruction},
+    ]

@@ -1,0 +1,103 @@
+"""ER, emotion recognition: the current speaker's internal emotion and its intensity (0-10).
+
+Checkpoints are client rows (not the therapist, not a group speaking together) whose speaker has an
+emotion item with a description and an intensity that rounds into 0..10 (the first such item is the gold),
+with at least five words; rows 1..ceil(0.3*N) of an N-row sample are discarded, then at most five evenly
+spaced checkpoints are kept (the first one when only one is kept). Unlike the reference, context -1 does
+give all prior rows.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, Sequence
+
+from ..data.schema import Sample
+from .base import BuildOptions, BuildResult, Instance, Parsed, count, evenly_spaced, find_json, instance_id, window
+from .generation import GenerationTask, first_value
+
+_WORD = re.compile(r"[A-Za-z0-9']+")
+
+
+def word_count(text: str) -> int:
+    return len(_WORD.findall(text))
+
+
+def parse_intensity(value: Any) -> int | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        number = int(round(float(value)))
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if 0 <= number <= 10 else None
+
+
+class EmotionRecognition(GenerationTask):
+    name = "er"
+    title = "Emotion recognition"
+
+    def build(self, samples: Sequence[Sample], units: dict[str, str], options: BuildOptions) -> BuildResult:
+        result = BuildResult([])
+        k = self.context_size(options)
+        for sample in samples:
+            n = len(sample.rows)
+            first_kept_row = min(n - 1, math.ceil(options.er_discard_fraction * n)) + 1 if n > 1 else 1
+            candidates = []
+            for row in sample.rows:
+                if not row.is_client:
+                    continue
+                own = [e for e in row.internal_emotion if e.person == row.speaker and e.description]
+                gold = next((e for e in own if e.intensity_0_10 is not None), None)
+                if not own:
+                    count(result.excluded, sample.scenario, "no emotion item for the speaker")
+                elif gold is None:
+                    count(result.excluded, sample.scenario, "speaker's intensity missing or outside 0-10")
+                elif word_count(row.dialogue) < options.er_min_words:
+                    count(result.excluded, sample.scenario, f"fewer than {options.er_min_words} words")
+                elif row.row_index < first_kept_row:
+                    count(result.excluded, sample.scenario, f"in the first {options.er_discard_fraction:.0%} of rows")
+                else:
+                    candidates.append((row, gold))
+            picked = evenly_spaced(candidates, options.checkpoints_per_sample, single="first")
+            count(result.excluded, sample.scenario, "not among the evenly spaced checkpoints",
+                  len(candidates) - len(picked))
+            for row, gold in picked:
+                result.instances.append(Instance(
+                    id=instance_id(sample.sample_id, self.name, row.row_index),
+                    task=self.name, sample_id=sample.sample_id, unit=units[sample.sample_id],
+                    scenario=sample.scenario, row_index=row.row_index, context=window(row.row_index, k),
+                    current=row.row_index, candidates=(),
+                    gold={"emotion": gold.description, "intensity": gold.intensity_0_10},
+                    given=(("speaker", row.speaker),), sample=sample,
+                ))
+        return result
+
+    def instruction(self, inst: Instance, fmt: str) -> str:
+        speaker = inst.given_value("speaker")
+        keys = ('{"emotion": "<short phrase>", "intensity": <0-10>}' if fmt == "label" else
+                '{"predicted_internal_emotion": "<short phrase>", "predicted_intensity_score": <0-10>}')
+        return (f"Question: as {speaker} speaks the current turn, what does {speaker} feel inside, and how "
+                f"strongly? Describe only {speaker}'s own emotion (not the partner's, the therapist's or the "
+                f"group's) in a short concrete phrase such as \"feels dismissed and frustrated\", and rate its "
+                f"intensity as an integer from 0 (none) to 10 (overwhelming).\n\nAnswer with JSON only: {keys}")
+
+    def answer_payload(self, value: dict[str, Any], fmt: str) -> dict[str, Any]:
+        if fmt == "label":
+            return {"emotion": value["emotion"], "intensity": value["intensity"]}
+        return {"predicted_internal_emotion": value["emotion"], "predicted_intensity_score": value["intensity"]}
+
+    def parse(self, inst: Instance, text: str, fmt: str) -> Parsed:
+        payload = find_json(text)
+        if isinstance(payload, list) and payload and isinstance(payload[0], dict):
+            payload = payload[0]
+        if not isinstance(payload, dict):
+            return Parsed("failed", {"emotion": "", "intensity": None}, "no JSON object in the answer")
+        emotion = first_value(payload, ("emotion", "predicted_internal_emotion", "internal_emotion"))
+        intensity = parse_intensity(first_value(payload, ("intensity", "predicted_intensity_score",
+                                                          "intensity_score")))
+        value = {"emotion": emotion.strip() if isinstance(emotion, str) else "", "intensity": intensity}
+        if not value["emotion"] or intensity is None:
+            return Parsed("failed", value, "missing emotion phrase or an intensity within 0-10")
+        return Parsed("ok", value)

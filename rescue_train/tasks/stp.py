@@ -1,0 +1,45 @@
+"""STP, support target: whom should the therapist's next move mainly support?
+
+Therapist rows whose first ``support_strategy`` item names a strategy (see ``targets`` for how the target
+is resolved). The candidates are the sample's participants and the group label, plus the subsets the
+sample's therapist rows target when targets are kept as exact sets. The therapist row itself is hidden.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from ..data.schema import Sample
+from .base import BuildOptions, BuildResult, ClosedSetTask, Instance, count, instance_id, window
+from .targets import candidate_targets, support_rows
+
+
+class SupportTarget(ClosedSetTask):
+    name = "stp"
+    title = "Support target"
+    kind = "ranking"
+    default_context = 3
+    json_key = "target_top3"
+
+    def build(self, samples: Sequence[Sample], units: dict[str, str], options: BuildOptions) -> BuildResult:
+        result = BuildResult([])
+        k = self.context_size(options)
+        for sample in samples:
+            candidates = candidate_targets(sample, options.stp_targets)
+            for row, _strategy, target, source in support_rows(sample, options.stp_targets, result.excluded, count):
+                result.instances.append(Instance(
+                    id=instance_id(sample.sample_id, self.name, row.row_index),
+                    task=self.name, sample_id=sample.sample_id, unit=units[sample.sample_id],
+                    scenario=sample.scenario, row_index=row.row_index, context=window(row.row_index, k),
+                    current=None, candidates=candidates, gold=target, given=(("target_source", source),),
+                    sample=sample,
+                ))
+        return result
+
+    def question_for(self, inst: Instance) -> str:
+        group = inst.sample.group_label
+        return (
+            f"Question: the therapist speaks next (row {inst.row_index}, not shown). Whom should that move mainly "
+            f"support? Choose '{group}' when the move addresses the whole {inst.scenario}, a shared pattern or a "
+            f"shared task; choose a person when it mainly invites, protects, challenges or reassures that person."
+        )

@@ -1,0 +1,78 @@
+"""VP, viewpoint prediction: what does the current speaker think of whom?
+
+Checkpoints are client rows with at least one viewpoint item whose source is the speaker and which has a
+target and a viewpoint text; the gold is every such item. At most five evenly spaced checkpoints per
+sample (the first one when only one is kept); no early-row discard and no word minimum.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from ..data.schema import Sample
+from .base import BuildOptions, BuildResult, Instance, Parsed, count, evenly_spaced, find_json, instance_id, window
+from .generation import GenerationTask, first_value
+
+
+class ViewpointPrediction(GenerationTask):
+    name = "vp"
+    title = "Viewpoint prediction"
+
+    def build(self, samples: Sequence[Sample], units: dict[str, str], options: BuildOptions) -> BuildResult:
+        result = BuildResult([])
+        k = self.context_size(options)
+        for sample in samples:
+            candidates = []
+            for row in sample.rows:
+                if not row.is_client:
+                    continue
+                gold = [v for v in row.viewpoints if v.source == row.speaker and v.target and v.viewpoint]
+                if gold:
+                    candidates.append((row, gold))
+                elif row.viewpoints:
+                    count(result.excluded, sample.scenario, "no speaker-matched viewpoint with target and text")
+            picked = evenly_spaced(candidates, options.checkpoints_per_sample, single="first")
+            count(result.excluded, sample.scenario, "not among the evenly spaced checkpoints",
+                  len(candidates) - len(picked))
+            for row, gold in picked:
+                result.instances.append(Instance(
+                    id=instance_id(sample.sample_id, self.name, row.row_index),
+                    task=self.name, sample_id=sample.sample_id, unit=units[sample.sample_id],
+                    scenario=sample.scenario, row_index=row.row_index, context=window(row.row_index, k),
+                    current=row.row_index, candidates=(),
+                    gold=[{"source": v.source, "target": v.target, "viewpoint": v.viewpoint,
+                           "attitude": v.attitude} for v in gold],
+                    given=(("speaker", row.speaker),), sample=sample,
+                ))
+        return result
+
+    def instruction(self, inst: Instance, fmt: str) -> str:
+        speaker = inst.given_value("speaker")
+        key = "viewpoints" if fmt == "label" else "predicted_viewpoints"
+        return (f"Question: in the current turn, what viewpoint does {speaker} express about another person "
+                f"present (the partner, a family member or the therapist)? Give the person the view is about "
+                f"and the view as a short concrete phrase, e.g. \"she is never satisfied with anything I do\". "
+                f"If {speaker} expresses distinct views about several people, list each.\n\n"
+                f'Answer with JSON only: {{"{key}": [{{"source": "{speaker}", "target": "<person>", '
+                f'"viewpoint": "<short phrase>"}}]}}')
+
+    def answer_payload(self, value: list[dict[str, Any]], fmt: str) -> dict[str, Any]:
+        key = "viewpoints" if fmt == "label" else "predicted_viewpoints"
+        return {key: [{"source": v["source"], "target": v["target"], "viewpoint": v["viewpoint"]} for v in value]}
+
+    def parse(self, inst: Instance, text: str, fmt: str) -> Parsed:
+        payload = find_json(text)
+        items = first_value(payload, ("viewpoints", "predicted_viewpoints")) if isinstance(payload, dict) else payload
+        if not isinstance(items, list):
+            return Parsed("failed", [], "no viewpoint list in the answer")
+        speaker = inst.given_value("speaker")
+        viewpoints = [
+            {"source": str(item.get("source") or speaker).strip(), "target": str(item["target"]).strip(),
+             "viewpoint": str(item["viewpoint"]).strip()}
+            for item in items
+            if isinstance(item, dict) and str(item.get("target") or "").strip()
+            and str(item.get("viewpoint") or "").strip()
+        ]
+        if not viewpoints:
+            return Parsed("failed", [], "no viewpoint with a target and a text")
+        return Parsed("ok", viewpoints)
