@@ -86,11 +86,9 @@ class SplitManifest:
                 "notes": self.notes}
 
     def save(self, path: str | Path) -> None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(self.to_json(), indent=2, sort_keys=True) + "\n")
-        tmp.replace(path)
+        from ..provenance import write_json_atomic
+
+        write_json_atomic(path, self.to_json())
 
     @classmethod
     def load(cls, path: str | Path) -> "SplitManifest":

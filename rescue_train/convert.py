@@ -1,0 +1,130 @@
+"""Instances -> training and evaluation datasets on disk.
+
+``convert`` writes, for each task, ``OUT/<task>/``:
+
+* ``instances.jsonl`` – the contract read by trainers, the evaluator and outside checks (one line per
+  instance with id, task, sample_id, unit, scenario, row_index, gold, plus its fold and split);
+* ``sft/`` – a ``datasets.DatasetDict`` of chat ``messages`` (system, user, assistant answer);
+* ``cls/`` (ITP, RPP, STP, SSP) – text, label, label_id, label_names for sequence classifiers;
+* ``gen/`` (ER, VP) – prompt messages and the gold answer for generation;
+
+plus ``OUT/split_manifest.json`` (written once, then reused) and ``OUT/convert_meta.json`` (options,
+counts, exclusions, source fingerprint, versions). Every dataset row carries ``fold`` and ``split`` so a
+trainer can pick any fold of the k-fold manifest; the DatasetDict's keys are the splits for ``test_fold``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from .data import load_benchmark
+from .data.splits import SplitManifest, check_leakage, make_manifest
+from .provenance import versions, write_json_atomic
+from .tasks import TASKS, BuildOptions, Instance, build, get_task, render
+from .data.splits import assign_units
+
+SPLIT_ORDER = ("train", "validation", "test")
+
+
+@dataclass
+class ConvertConfig:
+    source: str = "bundled"
+    out: str = "out/data"
+    tasks: Sequence[str] = tuple(TASKS)
+    mode: str = "dialogue"
+    answer_format: str = "label"
+    scheme: str = "kfold"
+    k: int = 5
+    seed: int = 0
+    test_fold: int = 0
+    build: BuildOptions = field(default_factory=BuildOptions)
+
+
+def sft_row(inst: Instance, mode: str, fmt: str) -> dict[str, Any]:
+    task = TASKS[inst.task]
+    messages = render(inst, mode, fmt) + [{"role": "assistant", "content": task.answer(inst, fmt)}]
+    return {"messages": messages}
+
+
+def cls_row(inst: Instance, mode: str) -> dict[str, Any]:
+    """Classification input: the rendered context and question (the label list is in ``label_names``)."""
+    user = render(inst, mode, "label")[1]["content"]
+    return {"text": user, "label": inst.gold, "label_id": inst.candidates.index(inst.gold),
+            "label_names": list(inst.candidates)}
+
+
+def gen_row(inst: Instance, mode: str, fmt: str) -> dict[str, Any]:
+    return {"prompt": render(inst, mode, fmt), "reference": TASKS[inst.task].answer(inst, fmt),
+            "gold_json": json.dumps(inst.gold, ensure_ascii=False)}
+
+
+def _dataset_dict(rows: list[dict[str, Any]]):
+    import datasets
+
+    by_split: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_split.setdefault(row["split"], []).append(row)
+    return datasets.DatasetDict({s: datasets.Dataset.from_list(by_split[s]) for s in SPLIT_ORDER if s in by_split})
+
+
+def load_or_make_manifest(samples, path: Path, scheme: str, k: int, seed: int) -> SplitManifest:
+    """Reuse the manifest at ``path`` when it covers these samples with the same scheme; else write one."""
+    if path.exists():
+        manifest = SplitManifest.load(path)
+        if (manifest.scheme, manifest.seed) == (scheme, seed) and (scheme != "kfold" or manifest.k == k) \
+                and set(manifest.samples) == {s.sample_id for s in samples}:
+            check_leakage(samples, manifest)
+            return manifest
+        raise ValueError(f"{path} was made for other samples or another scheme/k/seed "
+                         f"({manifest.scheme}, k={manifest.k}, seed={manifest.seed}); remove it or pick another --out")
+    manifest = make_manifest(samples, scheme, k, seed)
+    manifest.save(path)
+    return manifest
+
+
+def convert(config: ConvertConfig) -> dict[str, Any]:
+    """Write every requested task's datasets; returns the metadata also written to convert_meta.json."""
+    out = Path(config.out)
+    bench = load_benchmark(config.source)
+    manifest = load_or_make_manifest(bench.samples, out / "split_manifest.json", config.scheme, config.k, config.seed)
+    roles = manifest.roles(config.test_fold)
+    units = assign_units(bench.samples)
+    meta: dict[str, Any] = {
+        "source": bench.source, "source_fingerprint": bench.fingerprint, "load_notes": bench.notes,
+        "config": {**asdict(config), "tasks": list(config.tasks)}, "manifest_hash": manifest.hash,
+        "manifest_notes": manifest.notes, "versions": versions(), "tasks": {},
+    }
+    for name in config.tasks:
+        task = get_task(name)
+        result = build(task.name, bench.samples, config.build, units)
+        records = []
+        for inst in result.instances:
+            fold = manifest.assignment[inst.unit]
+            record = {**inst.to_record(), "fold": fold if isinstance(fold, int) else -1, "split": roles[inst.unit]}
+            records.append(record)
+        folder = out / task.name
+        folder.mkdir(parents=True, exist_ok=True)
+        lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+        (folder / "instances.jsonl").write_text(lines, encoding="utf-8")
+        keys = ("id", "task", "scenario", "unit", "sample_id", "fold", "split")
+        base = [{k: r[k] for k in keys} for r in records]
+        sft = [{**b, **sft_row(i, config.mode, config.answer_format)} for b, i in zip(base, result.instances)]
+        _dataset_dict(sft).save_to_disk(str(folder / "sft"))
+        if task.closed_set:
+            _dataset_dict([{**b, **cls_row(i, config.mode)} for b, i in zip(base, result.instances)]
+                          ).save_to_disk(str(folder / "cls"))
+        else:
+            _dataset_dict([{**b, **gen_row(i, config.mode, config.answer_format)}
+                           for b, i in zip(base, result.instances)]).save_to_disk(str(folder / "gen"))
+        meta["tasks"][task.name] = {
+            "instances": dict(Counter(r["scenario"] for r in records)),
+            "splits": dict(Counter(r["split"] for r in records)),
+            "samples": dict(Counter(s for s, _ in {(r["scenario"], r["sample_id"]) for r in records})),
+            "excluded": {f"{sc}: {reason}": n for (sc, reason), n in sorted(result.excluded.items())},
+        }
+    write_json_atomic(out / "convert_meta.json", meta)
+    return meta

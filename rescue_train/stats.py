@@ -1,0 +1,91 @@
+"""``rescue-train stats``: what the task rules make of a benchmark, beside the paper's Table 6."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import replace
+from typing import Any, Sequence
+
+from . import paper
+from .data import Sample, load_benchmark
+from .data.splits import assign_units
+from .tasks import TASKS, BuildOptions, build
+from .tasks.rpp import DEFINITIONS
+
+
+def _label_of(task: str, gold: Any) -> str | None:
+    return gold if task in ("itp", "rpp", "stp", "ssp") else None
+
+
+def compute_stats(samples: Sequence[Sample], options: BuildOptions | None = None) -> dict[str, Any]:
+    options = options or BuildOptions()
+    units = assign_units(samples)
+    stats: dict[str, Any] = {
+        "samples": dict(Counter(s.scenario for s in samples)),
+        "rows": dict(Counter(s.scenario for s in samples for _ in s.rows)),
+        "units": {sc: len({units[s.sample_id] for s in samples if s.scenario == sc}) for sc in ("couple", "family")},
+        "tasks": {},
+        "rpp_definitions": {},
+    }
+    for name in TASKS:
+        result = build(name, samples, options, units)
+        per_scenario: dict[str, Any] = {}
+        for scenario in ("couple", "family"):
+            chosen = [i for i in result.instances if i.scenario == scenario]
+            labels = Counter(_label_of(name, i.gold) for i in chosen)
+            labels.pop(None, None)
+            if name == "stp":  # names differ per sample: report person vs group targets
+                labels = Counter("group" if i.gold == i.sample.group_label else
+                                 "subset" if " & " in i.gold else "person" for i in chosen)
+            per_scenario[scenario] = {
+                "instances": len(chosen),
+                "samples": len({i.sample_id for i in chosen}),
+                "labels": dict(labels.most_common()),
+                "excluded": {reason: n for (sc, reason), n in sorted(result.excluded.items()) if sc == scenario},
+                "paper_instances": paper.TABLE6[name][f"{scenario}_instances"],
+                "paper_samples": paper.TABLE6[name][f"{scenario}_samples"],
+            }
+        stats["tasks"][name] = per_scenario
+    for definition in DEFINITIONS:
+        result = build("rpp", samples, replace(options, rpp_definition=definition), units)
+        stats["rpp_definitions"][definition] = {
+            sc: {"instances": sum(i.scenario == sc for i in result.instances),
+                 "samples": len({i.sample_id for i in result.instances if i.scenario == sc})}
+            for sc in ("couple", "family")
+        }
+    return stats
+
+
+def format_stats(stats: dict[str, Any]) -> str:
+    lines = [f"samples: {stats['samples']}  rows: {stats['rows']}  split units: {stats['units']}", ""]
+    lines.append(f"{'task':<5} {'scenario':<8} {'instances':>9} {'paper':>6} {'samples':>8} {'paper':>6}")
+    for name, per in stats["tasks"].items():
+        for scenario, s in per.items():
+            lines.append(f"{name:<5} {scenario:<8} {s['instances']:>9} {s['paper_instances']:>6} "
+                         f"{s['samples']:>8} {s['paper_samples']:>6}")
+    lines += ["", "RPP instances (samples) under each gold definition; paper: "
+              f"{paper.TABLE6['rpp']['couple_instances']} couple / {paper.TABLE6['rpp']['family_instances']} family"]
+    for definition, per in stats["rpp_definitions"].items():
+        cells = "  ".join(f"{sc} {v['instances']} ({v['samples']})" for sc, v in per.items())
+        lines.append(f"  {definition:<3} {cells}")
+    for name, per in stats["tasks"].items():
+        for scenario, s in per.items():
+            if not (s["labels"] or s["excluded"]):
+                continue
+            lines += ["", f"{name} / {scenario}"]
+            if s["labels"]:
+                total = max(1, s["instances"])
+                lines.append("  labels: " + ", ".join(f"{k} {v} ({100 * v / total:.1f}%)" for k, v in s["labels"].items()))
+            for reason, n in s["excluded"].items():
+                lines.append(f"  excluded {n:>5}  {reason}")
+    return "\n".join(lines)
+
+
+def main_stats(source: str, as_json: bool, options: BuildOptions) -> str:
+    bench = load_benchmark(source)
+    stats = compute_stats(bench.samples, options)
+    stats["source"] = bench.source
+    stats["source_fingerprint"] = bench.fingerprint
+    stats["load_notes"] = bench.notes
+    return json.dumps(stats, indent=2, ensure_ascii=False) if as_json else format_stats(stats)
