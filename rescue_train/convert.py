@@ -65,6 +65,7 @@ def gen_row(inst: Instance, mode: str, fmt: str) -> dict[str, Any]:
 def _dataset_dict(rows: list[dict[str, Any]]):
     import datasets
 
+    datasets.disable_progress_bars()
     by_split: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         by_split.setdefault(row["split"], []).append(row)
@@ -95,7 +96,9 @@ def convert(config: ConvertConfig) -> dict[str, Any]:
     units = assign_units(bench.samples)
     meta: dict[str, Any] = {
         "source": bench.source, "source_fingerprint": bench.fingerprint, "load_notes": bench.notes,
-        "config": {**asdict(config), "tasks": list(config.tasks)}, "manifest_hash": manifest.hash,
+        # The output folder is left out so the same input gives byte-identical files wherever written.
+        "config": {**{k: v for k, v in asdict(config).items() if k != "out"}, "tasks": list(config.tasks)},
+        "manifest_hash": manifest.hash,
         "manifest_notes": manifest.notes, "versions": versions(), "tasks": {},
     }
     for name in config.tasks:

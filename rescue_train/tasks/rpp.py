@@ -58,8 +58,9 @@ class RelationPattern(ClosedSetTask):
                 if label is None:
                     continue  # not annotated: the ordinary case for most rows, not an exclusion
                 if speakers == "therapist" and not row.is_therapist:
-                    count(result.excluded, sample.scenario, "label on a non-therapist row (definition "
-                          f"{options.rpp_definition} uses therapist rows)")
+                    if label:  # an empty field on a client row is no label at all
+                        count(result.excluded, sample.scenario, "label on a non-therapist row (definition "
+                              f"{options.rpp_definition} uses therapist rows)")
                     continue
                 if label == "":
                     count(result.excluded, sample.scenario, "empty label (annotators saw no clear pattern)")
