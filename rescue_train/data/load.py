@@ -4,6 +4,7 @@ Accepted sources (``load_samples``):
 
 * ``bundled`` – the synthetic mini-benchmark shipped with the package;
 * a ``.jsonl`` file – the release's ``benchmark_191.jsonl``, one sample per line;
+* a ``.json`` file – one sample object (or a list of them);
 * a directory of per-sample ``.json`` files – the layout the authors' scripts read; the sample id is the
   relative path without ``.json`` and the scenario is inferred from the ``Family`` label; a
   ``manifest.json`` without rows is skipped (and reported);
@@ -60,6 +61,14 @@ def _read_jsonl(path: Path, notes: list[str]) -> Iterable[Sample]:
             continue
         where = Location(file=str(path), line=number)
         yield parse_sample(_json(_decode(line, where, notes), where), where)
+
+
+def _read_json_file(path: Path, notes: list[str]) -> Iterable[Sample]:
+    """A single ``.json`` file: one sample object, or a list of them."""
+    where = Location(file=str(path))
+    raw = _json(_decode(path.read_bytes(), where, notes), where)
+    for number, item in enumerate(raw if isinstance(raw, list) else [raw], start=1):
+        yield parse_sample(item, where.at(line=number) if isinstance(raw, list) else where)
 
 
 def _read_tree(root: Path, notes: list[str]) -> Iterable[Sample]:
@@ -122,7 +131,8 @@ def load_benchmark(source: str | Path) -> Benchmark:
     raw_digest = None
     if path.is_file():
         raw_digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        samples = list(_read_jsonl(path, notes))
+        reader = _read_json_file if path.suffix == ".json" else _read_jsonl
+        samples = list(reader(path, notes))
     elif path.is_dir():
         if _is_saved_dataset(path):
             samples = list(_read_records(_load_saved_dataset(path), str(path)))

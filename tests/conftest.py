@@ -1,0 +1,20 @@
+"""Test-wide settings: no model hub, no telemetry, a private cache for built models."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY"):
+    os.environ.setdefault(_name, "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def real_fixtures() -> Path:
+    """The real samples beside the checkout (research-only data, never copied into the project)."""
+    if not (FIXTURES / "real").is_dir():
+        pytest.skip(f"real fixtures not found at {FIXTURES}")
+    return FIXTURES
