@@ -1,0 +1,110 @@
+"""``rescue-train baselines DATA``: fit and score every baseline over grouped folds and print the
+Table 5-style table with the paper's LLM rows beside them (couple, family, both)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from rescue_train.data.schema import DataError
+from rescue_train.data.splits import LeakageError
+from rescue_train.evaluation.metrics import SCOPES
+from rescue_train.provenance import write_json_atomic
+from rescue_train.tasks import TASKS, BuildOptions
+from rescue_train.tasks.rpp import DEFINITIONS
+
+from . import BASELINES
+from .runner import SPLITS, RunConfig, load_records, run, score
+from .table import best_of, paper_rows, render
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rescue-train baselines",
+                                description="Trivial baselines scored like the models, beside the paper's LLMs.")
+    p.add_argument("source", help="benchmark_191.jsonl, a per-sample folder, a saved dataset or 'bundled'")
+    p.add_argument("--split", choices=SPLITS, default="kfold",
+                   help="kfold: fit on the other folds, predict each test fold; none: leave one unit out")
+    p.add_argument("--folds", type=int, default=5, help="number of grouped folds (kfold)")
+    p.add_argument("--test-fold", type=int, default=None,
+                   help="kfold: score only this test fold (the one a trained model was tested on)")
+    p.add_argument("--seed", type=int, default=0, help="split seed and the random baselines' seed")
+    p.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS))
+    p.add_argument("--baselines", nargs="+", choices=list(BASELINES), default=list(BASELINES))
+    p.add_argument("--context", type=int, default=None, help="rows of context (-1 all, 0 none; default per task)")
+    p.add_argument("--rpp-definition", choices=sorted(DEFINITIONS), default="D")
+    p.add_argument("--stp-targets", choices=("collapse", "set"), default="collapse")
+    p.add_argument("--bertscore", metavar="MODEL_DIR", default=None,
+                   help="a local model folder for BERTScore on ER/VP (left out when not given)")
+    p.add_argument("--bertscore-layers", type=int, default=None, help="layer bert-score reads (needed with a path)")
+    p.add_argument("--predictions", nargs="+", default=[], metavar="NAME=PATH",
+                   help="also score these prediction records (a .jsonl file or a folder of them), e.g. a trained "
+                        "model's evaluation output, and print them as rows")
+    p.add_argument("--out", default=None, help="write results.json and predictions/<baseline>.jsonl here")
+    p.add_argument("--json", action="store_true", help="print the results JSON instead of the tables")
+    return p
+
+
+def scored_predictions(specs: Sequence[str]) -> dict[str, dict]:
+    scored = {}
+    for spec in specs:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise ValueError(f"--predictions expects NAME=PATH, got {spec!r}")
+        scored[name] = score(load_records(path))
+    return scored
+
+
+def tables(results: dict, models: dict[str, dict]) -> str:
+    out = []
+    for scope in SCOPES:
+        ours = {name: r["table"][scope] for name, r in results["baselines"].items() if scope in r["table"]}
+        if not ours:
+            continue
+        mine = {name: r["table"][scope] for name, r in models.items() if scope in r["table"]}
+        out.append(render(scope, [("paper LLMs (zero-shot, whole benchmark)", paper_rows(scope)),
+                                  ("models (--predictions)", mine),
+                                  (f"baselines ({results['config']['split']} split)", ours),
+                                  ("best baseline per column", {"best baseline": best_of(ours)})]))
+    prov = results["provenance"]
+    out.append(f"split manifest {prov['split_manifest_hash']}, seed {prov['seed']}, data {prov['data_fingerprint'][:16]}, "
+               f"commit {prov['git_commit']}. ITP/RPP/STP/SSP in %, ER/VP judge 1-5 (not computed here), "
+               f"BERTScore F1 only with --bertscore, ER S_int 1-5.")
+    out.extend(f"note: {n}" for n in prov["notes"])
+    return "\n\n".join(out)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    try:
+        config = RunConfig(source=args.source, split=args.split, folds=args.folds, seed=args.seed,
+                           test_fold=args.test_fold, tasks=tuple(args.tasks), baselines=tuple(args.baselines),
+                           build=BuildOptions(context=args.context, rpp_definition=args.rpp_definition,
+                                              stp_targets=args.stp_targets),
+                           bertscore=args.bertscore, bertscore_layers=args.bertscore_layers)
+        models = scored_predictions(args.predictions)
+        results, records = run(config)
+    except (DataError, LeakageError, ValueError, FileNotFoundError) as exc:
+        print(f"rescue-train baselines: error: {exc}", file=sys.stderr)
+        return 2
+    results["models"] = {name: {**r, "source": spec} for (name, r), spec in zip(models.items(), args.predictions)}
+    if args.out:
+        out = Path(args.out)
+        write_json_atomic(out / "results.json", results)
+        for name, chosen in records.items():
+            path = out / "predictions" / f"{name}.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in chosen), encoding="utf-8")
+    print(json.dumps(results, indent=2, ensure_ascii=False) if args.json else tables(results, models))
+    return 0
+
+
+def run_one(*names: str) -> int:
+    """``python -m baselines.<module> DATA [options]``: the command with only that module's baselines."""
+    return main([*sys.argv[1:], "--baselines", *names])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,23 @@
+"""Majority: every instance gets the labels ordered by their training frequency in its scenario
+(STP: the support-target roles ordered by frequency). Ties keep the candidate order."""
+
+from __future__ import annotations
+
+from .base import Baseline, by_scenario, candidate_scores, class_of, rank_candidates, scenario_counts
+
+
+class Majority(Baseline):
+    name = "majority"
+    tasks = ("itp", "rpp", "stp", "ssp")
+
+    def _fit(self, train):
+        self.counts = by_scenario(train, class_of)
+
+    def _predict(self, test):
+        return [rank_candidates(inst, candidate_scores(inst, scenario_counts(self.counts, inst))) for inst in test]
+
+
+if __name__ == "__main__":
+    from .cli import run_one
+
+    raise SystemExit(run_one(Majority.name))

@@ -1,0 +1,193 @@
+"""Run the baselines over grouped folds and score them with the evaluator's metric code.
+
+``kfold``: for each test fold of the grouped manifest (``rescue_train.data.splits``), fit on the training
+and validation units and predict the test fold. ``none``: leave one unit out (fit on every other unit,
+predict the held-out one), so every instance is predicted, as in the paper's whole-benchmark evaluation.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from rescue_train.data import taxonomy
+from rescue_train.data.load import load_benchmark
+from rescue_train.data.splits import LeakageError, SplitManifest, make_manifest
+from rescue_train.evaluation.metrics import SCOPES, aggregate, table5_row
+from rescue_train.provenance import config_hash, git_commit, versions
+from rescue_train.tasks import TASKS, BuildOptions, build
+
+from . import BASELINES
+
+SPLITS = ("kfold", "none")
+
+
+@dataclass
+class RunConfig:
+    source: str
+    split: str = "kfold"
+    folds: int = 5
+    seed: int = 0
+    test_fold: int | None = None  # kfold only: run one fold (to sit beside a model trained on that split)
+    tasks: tuple[str, ...] = tuple(TASKS)
+    baselines: tuple[str, ...] = tuple(BASELINES)
+    build: BuildOptions = field(default_factory=BuildOptions)
+    bertscore: str | None = None  # a local model folder for bert-score (ER/VP); None leaves BERTScore out
+    bertscore_layers: int | None = None
+
+    def __post_init__(self):
+        if self.split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {self.split!r}")
+        unknown = sorted(set(self.tasks) - set(TASKS)) + sorted(set(self.baselines) - set(BASELINES))
+        if unknown:
+            raise ValueError(f"unknown task or baseline: {', '.join(unknown)} (tasks: {', '.join(TASKS)}; "
+                             f"baselines: {', '.join(BASELINES)})")
+        if self.test_fold is not None and (self.split != "kfold" or not 0 <= self.test_fold < self.folds):
+            raise ValueError(f"--test-fold needs --split kfold and a fold in 0..{self.folds - 1}")
+        if self.bertscore and not self.bertscore_layers:
+            raise ValueError("--bertscore with a model folder needs --bertscore-layers (bert-score cannot look a "
+                             "local path up in its model table)")
+
+
+@dataclass(frozen=True)
+class Fold:
+    name: str
+    train_units: frozenset[str]
+    test_units: frozenset[str]
+
+
+def plan_folds(manifest: SplitManifest, split: str, test_fold: int | None = None) -> list[Fold]:
+    units = frozenset(manifest.samples.values())
+    if split == "none":
+        folds = [Fold(f"unit:{u}", units - {u}, frozenset({u})) for u in sorted(units)]
+    else:
+        chosen = range(manifest.k) if test_fold is None else [test_fold]
+        folds = []
+        for f in chosen:
+            roles = manifest.roles(f)
+            folds.append(Fold(f"fold{f}", frozenset(u for u, r in roles.items() if r in ("train", "validation")),
+                              frozenset(u for u, r in roles.items() if r == "test")))
+    for fold in folds:
+        assert_disjoint(fold)
+    return folds
+
+
+def assert_disjoint(fold: Fold) -> None:
+    shared = sorted(fold.train_units & fold.test_units)
+    if shared:
+        raise LeakageError(f"{fold.name}: unit(s) {', '.join(shared)} are both training and test units")
+
+
+def label_spaces(task: str) -> dict[str, Sequence[str]] | None:
+    kind = {"rpp": "relation", "ssp": "strategy"}.get(task)
+    return None if kind is None else {sc: taxonomy.label_names(kind, sc) for sc in ("couple", "family")}
+
+
+def prediction_record(inst, prediction: Any, baseline: str, fold: str) -> dict[str, Any]:
+    return {"id": inst.id, "task": inst.task, "scenario": inst.scenario, "unit": inst.unit,
+            "sample_id": inst.sample_id, "gold": inst.gold, "prediction": prediction, "parse_status": "ok",
+            "raw": None, "scores": {}, "baseline": baseline, "fold": fold}
+
+
+def predict_all(samples, manifest: SplitManifest, config: RunConfig) -> dict[str, list[dict]]:
+    """baseline -> prediction records over every test fold of the run."""
+    folds = plan_folds(manifest, config.split, config.test_fold)
+    records: dict[str, list[dict]] = {name: [] for name in config.baselines}
+    for task in config.tasks:
+        instances = build(task, samples, config.build, units=manifest.samples).instances
+        for fold in folds:
+            test = [i for i in instances if i.unit in fold.test_units]
+            if not test:
+                continue
+            train = [i for i in instances if i.unit in fold.train_units]
+            if not train:
+                raise ValueError(f"{fold.name}: no {task} training instances outside the test units, so no "
+                                 f"baseline can be fitted (too few units for this split)")
+            for name in config.baselines:
+                if task not in BASELINES[name].tasks:
+                    continue
+                baseline = BASELINES[name](task, seed=config.seed).fit(train)
+                for inst, prediction in zip(test, baseline.predict(test)):
+                    records[name].append(prediction_record(inst, prediction, name, fold.name))
+    return records
+
+
+def add_bertscore(records: list[dict], model_path: str, num_layers: int) -> None:
+    """BERTScore F1 of ER emotion phrases and VP viewpoints (joined with '; ') against the gold, in place."""
+    import bert_score
+
+    def text(task: str, value: Any) -> str:
+        if task == "er":
+            return (value or {}).get("emotion", "")
+        return "; ".join(v["viewpoint"] for v in value or [])
+
+    chosen = [r for r in records if r["task"] in ("er", "vp")]
+    if not chosen:
+        return
+    _, _, f1 = bert_score.score([text(r["task"], r["prediction"]) for r in chosen],
+                                [text(r["task"], r["gold"]) for r in chosen],
+                                model_type=model_path, num_layers=num_layers, device="cpu")
+    for record, value in zip(chosen, f1.tolist()):
+        record.setdefault("scores", {})["bertscore_f1"] = float(value)
+
+
+def score(records: Iterable[dict]) -> dict[str, Any]:
+    """Aggregates per task (the evaluator's metrics) and the Table 5-style row per scope."""
+    by_task: dict[str, list[dict]] = {}
+    for record in records:
+        by_task.setdefault(record["task"], []).append(record)
+    aggregates = {task: aggregate(task, chosen, label_spaces(task)) for task, chosen in by_task.items()}
+    rows = {}
+    for scope in SCOPES:
+        if any(scope in agg for agg in aggregates.values()):
+            row = table5_row(aggregates, scope)
+            row["er_s_int"] = aggregates.get("er", {}).get(scope, {}).get("s_int")
+            rows[scope] = row
+    return {"aggregates": aggregates, "table": rows}
+
+
+def run(config: RunConfig) -> tuple[dict[str, Any], dict[str, list[dict]]]:
+    """(results with provenance, baseline -> prediction records)."""
+    benchmark = load_benchmark(config.source)
+    scheme = "none" if config.split == "none" else "kfold"
+    manifest = make_manifest(benchmark.samples, scheme, k=config.folds, seed=config.seed)
+    records = predict_all(benchmark.samples, manifest, config)
+    if config.bertscore:
+        for chosen in records.values():
+            add_bertscore(chosen, config.bertscore, config.bertscore_layers)
+    resolved = {**asdict(config), "build": asdict(config.build)}
+    results = {
+        "config": resolved,
+        "provenance": {"config_hash": config_hash(resolved), "data_fingerprint": benchmark.fingerprint,
+                       "split_manifest_hash": manifest.hash, "seed": config.seed, "git_commit": git_commit(),
+                       "versions": versions(), "notes": manifest.notes + benchmark.notes},
+        "folds": [{"name": f.name, "train_units": sorted(f.train_units), "test_units": sorted(f.test_units)}
+                  for f in plan_folds(manifest, config.split, config.test_fold)],
+        "baselines": {name: score(chosen) for name, chosen in records.items() if chosen},
+    }
+    return results, records
+
+
+def load_records(path: str | Path) -> list[dict]:
+    """Prediction records from a .jsonl file, or from every .jsonl file under a folder."""
+    path = Path(path)
+    files = sorted(path.rglob("*.jsonl")) if path.is_dir() else [path]
+    if not files or not all(f.is_file() for f in files):
+        raise FileNotFoundError(f"{path}: expected a .jsonl file of prediction records or a folder holding some")
+    records = []
+    for file in files:
+        for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{file}:{number}: invalid JSON ({exc.msg})") from None
+            missing = [k for k in ("task", "scenario", "gold", "prediction") if not isinstance(record, dict)
+                       or k not in record]
+            if missing:
+                raise ValueError(f"{file}:{number}: prediction record lacks {', '.join(missing)}")
+            records.append(record)
+    return records
