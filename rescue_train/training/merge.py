@@ -1,0 +1,48 @@
+"""``rescue-train merge RUN_DIR [--out DIR]``: base model + LoRA adapter -> one plain model folder.
+
+A merged model needs no adapter at inference, which suits bulk evaluation with engines that serve one
+model fast. The tokenizer (with the run's chat template) is saved beside it, and ``merge.json`` names
+the run it came from.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from ..provenance import versions, write_json_atomic
+from .models import compute_dtype
+
+
+def merge(run_dir: Path, out: Path) -> Path:
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    provenance_file = run_dir / "provenance.json"
+    if not provenance_file.exists():
+        raise FileNotFoundError(f"{provenance_file} not found: is {run_dir} a run folder of `rescue-train train`?")
+    prov = json.loads(provenance_file.read_text())
+    adapter = run_dir / prov.get("adapter", "adapter")
+    if not (adapter / "adapter_config.json").exists():
+        raise FileNotFoundError(f"{adapter}/adapter_config.json not found: did the run finish?")
+    dtype = compute_dtype("auto")  # bf16 on a GPU that has it, else fp32
+    base = AutoModelForCausalLM.from_pretrained(prov["base_model"], dtype=dtype)
+    merged = PeftModel.from_pretrained(base, str(adapter)).merge_and_unload()
+    merged.save_pretrained(out)
+    AutoTokenizer.from_pretrained(adapter).save_pretrained(out)
+    write_json_atomic(out / "merge.json", {"run_dir": str(run_dir), "base_model": prov["base_model"],
+                                           "adapter": str(adapter), "dtype": str(dtype), "versions": versions()})
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="rescue-train merge", description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=Path, help="a run folder written by `rescue-train train`")
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default: RUN_DIR/merged)")
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    out = merge(args.run_dir.resolve(), (args.out or args.run_dir / "merged").resolve())
+    print(f"merged model: {out}")
+    return 0

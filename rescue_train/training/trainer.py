@@ -1,0 +1,93 @@
+"""trl's SFTTrainer plus what it lacks here: weighted sampling, class-weighted answer loss, throughput logs.
+
+The dataset may carry two per-instance columns (see :mod:`.weighting`):
+
+* ``sample_weight`` – draw probability; the training sampler becomes a seeded ``WeightedRandomSampler``
+  (with replacement, one epoch = as many draws as instances). Seeded identically on every rank, so
+  accelerate's batch sharding hands each rank a different slice of the same draw sequence.
+* ``class_weight`` – weight of the instance's answer tokens in the training loss. The evaluation loss is
+  always the plain token mean, so ``eval_loss`` stays comparable across balancing options.
+
+Every training log also gets ``non_pad_share`` (real tokens / tokens in the padded batches) and
+``tokens_per_second`` (real tokens, all ranks, since the previous log).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+from trl import SFTTrainer
+
+
+class ClassWeightCollator:
+    """Wraps trl's collator and adds the batch's ``class_weight`` tensor (one weight per sequence)."""
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    def __call__(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
+        weights = [float(e.pop("class_weight")) for e in examples]
+        batch = self.inner(examples)
+        batch["class_weight"] = torch.tensor(weights, dtype=torch.float32)
+        return batch
+
+
+class RescueSFTTrainer(SFTTrainer):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        columns = self.train_dataset.column_names if self.train_dataset is not None else []
+        self.weighted_loss = "class_weight" in columns
+        if self.weighted_loss:
+            if self.padding_free:
+                raise ValueError("class-weighted loss needs one sequence per row: set train.packing=false "
+                                 "(packing joins instances of different classes into one row)")
+            self.data_collator = ClassWeightCollator(self.data_collator)
+        self._meter = torch.zeros(2, dtype=torch.float64)  # real tokens, padded-batch tokens since the last log
+        self._meter_since: float | None = None
+
+    def _set_signature_columns_if_needed(self):
+        super()._set_signature_columns_if_needed()
+        if "class_weight" not in self._signature_columns:
+            self._signature_columns = [*self._signature_columns, "class_weight"]
+
+    def _get_train_sampler(self, train_dataset=None):
+        if self.train_dataset is None or "sample_weight" not in self.train_dataset.column_names:
+            return super()._get_train_sampler(train_dataset)
+        weights = torch.tensor(self.train_dataset["sample_weight"], dtype=torch.float64)
+        generator = torch.Generator().manual_seed(self.args.seed)
+        return torch.utils.data.WeightedRandomSampler(weights, num_samples=len(weights), replacement=True,
+                                                      generator=generator)
+
+    def _count_tokens(self, inputs: dict[str, Any]) -> None:
+        total = inputs["input_ids"].numel()
+        real = inputs["attention_mask"].sum() if "attention_mask" in inputs else total  # padding-free: no pads
+        counts = torch.tensor([float(real), float(total)], device=inputs["input_ids"].device)
+        self._meter += self.accelerator.reduce(counts, reduction="sum").cpu().double()
+        if self._meter_since is None:
+            self._meter_since = time.perf_counter()
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        weights = inputs.pop("class_weight", None)
+        if self.model.training:
+            self._count_tokens(inputs)
+        if weights is None or not self.model.training:
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        outputs = model(**inputs, use_cache=False, fused_lm_head=True)
+        # log_probs is (batch, seq-1) and zero where the label is -100; each row is one instance
+        per_token = -outputs.log_probs * weights.to(outputs.log_probs.dtype)[:, None]
+        num_tokens = outputs.label_mask.sum() if num_items_in_batch is None else num_items_in_batch
+        loss = per_token.sum() / torch.as_tensor(num_tokens).clamp(min=1)
+        if self.args.average_tokens_across_devices and num_items_in_batch is not None:
+            loss = loss * self.accelerator.num_processes  # as trl/Trainer: DDP averages gradients over ranks
+        return (loss, outputs) if return_outputs else loss
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        if "loss" in logs and self._meter[1] > 0:
+            now = time.perf_counter()
+            logs["non_pad_share"] = float(self._meter[0] / self._meter[1])
+            logs["tokens_per_second"] = float(self._meter[0]) / max(now - (self._meter_since or now), 1e-9)
+            self._meter.zero_()
+            self._meter_since = now
+        super().log(logs, start_time)

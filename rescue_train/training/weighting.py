@@ -1,0 +1,93 @@
+"""Class balance and task mixing inside SFT: which instances to draw, and how much each one's answer weighs.
+
+RPP and SSP labels are long-tailed, so a plain SFT run mostly learns the head classes. Two remedies, both
+computed per task (label spaces are per task):
+
+* sampling (``balance.sampling``): the probability of drawing each training instance. ``balanced`` gives
+  every class of a task the same share of the task's draws; ``sqrt`` gives class c a share proportional to
+  sqrt(n_c), halfway between natural and balanced. Tasks get their mixing weight's share first.
+* loss weights (``balance.class_weights``): each instance's answer tokens are weighted by its class
+  weight, ``balanced`` = n / (K * n_c) as in scikit-learn, ``sqrt`` = its square root; the loss stays a
+  mean over answer tokens (sum of weighted token losses / token count).
+
+Generation tasks (ER, VP) have no classes: their instances count uniformly with weight 1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any, Mapping, Sequence
+
+STRATEGIES = ("none", "balanced", "sqrt")
+GROUP_LABELS = ("Couple", "Family")
+
+
+def class_key(task: str, gold: Any) -> str | None:
+    """The class an instance counts under for balancing; None for generation tasks.
+
+    STP golds are people's names, which differ from sample to sample, so STP balances the kind of target:
+    the whole group, one person, or (with exact target sets) several people.
+    """
+    if task in ("er", "vp"):
+        return None
+    if task == "stp":
+        if isinstance(gold, (list, tuple)):
+            return "group" if list(gold) in ([g] for g in GROUP_LABELS) else "subset"
+        return "group" if gold in GROUP_LABELS else "person"
+    return str(gold)
+
+
+def _check(strategy: str, what: str) -> None:
+    if strategy not in STRATEGIES:
+        raise ValueError(f"{what} must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+
+
+def class_weights(tasks: Sequence[str], classes: Sequence[str | None], strategy: str) -> list[float]:
+    """Per-instance loss weight: its class's weight within its task (1.0 for unclassed instances)."""
+    _check(strategy, "balance.class_weights")
+    if strategy == "none":
+        return [1.0] * len(tasks)
+    from sklearn.utils.class_weight import compute_class_weight
+    import numpy as np
+
+    weights = [1.0] * len(tasks)
+    for task in dict.fromkeys(tasks):
+        index = [i for i, (t, c) in enumerate(zip(tasks, classes)) if t == task and c is not None]
+        if not index:
+            continue
+        labels = np.array([classes[i] for i in index])
+        names = np.unique(labels)
+        balanced = dict(zip(names, compute_class_weight("balanced", classes=names, y=labels)))
+        for i in index:
+            w = float(balanced[classes[i]])
+            weights[i] = math.sqrt(w) if strategy == "sqrt" else w
+    return weights
+
+
+def sampling_weights(tasks: Sequence[str], classes: Sequence[str | None], mixing: Mapping[str, float],
+                     strategy: str) -> list[float]:
+    """Per-instance draw probability (summing to 1): the task's share of ``mixing``, split over its classes
+    by ``strategy``, then evenly over each class's instances."""
+    _check(strategy, "balance.sampling")
+    present = list(dict.fromkeys(tasks))
+    missing = [t for t in present if t not in mixing]
+    if missing:
+        raise ValueError(f"no mixing weight for task(s) {missing}; set tasks.<name>: <weight>")
+    bad = {t: mixing[t] for t in present if not mixing[t] > 0}
+    if bad:
+        raise ValueError(f"task mixing weights must be > 0, got {bad}")
+    total = sum(float(mixing[t]) for t in present)
+    probs = [0.0] * len(tasks)
+    for task in present:
+        share = float(mixing[task]) / total
+        index = [i for i, t in enumerate(tasks) if t == task]
+        counts = Counter(classes[i] for i in index)
+        if strategy == "none" or None in counts:
+            mass = {c: share * n / len(index) for c, n in counts.items()}
+        else:
+            scale = {c: (1.0 if strategy == "balanced" else math.sqrt(n)) for c, n in counts.items()}
+            mass = {c: share * s / sum(scale.values()) for c, s in scale.items()}
+        for i in index:
+            probs[i] = mass[classes[i]] / counts[classes[i]]
+    return probs

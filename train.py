@@ -1,0 +1,8 @@
+"""Fine-tune with LoRA: `accelerate launch train.py recipe=ssp_lora [key=value ...]` (see docs/training.md)."""
+
+import sys
+
+from rescue_train.training.cli import main
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
