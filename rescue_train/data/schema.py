@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 THERAPIST = "Therapist"
 GROUP_SPEAKERS = ("Couple", "Family")
@@ -67,91 +67,74 @@ def _describe(value: Any) -> str:
     return f"{type(value).__name__} {text[:60] + '...' if len(text) > 60 else text}"
 
 
-def _text(value: Any, where: Location, *, required: bool = False) -> str:
-    if value is None and not required:
-        return ""
-    if not isinstance(value, str):
-        raise DataError(where, f"expected a string, got {_describe(value)}")
-    return value
+def _bad(where: Location, name: str, expected: str, value: Any) -> DataError:
+    return DataError(where.at(field=name), f"expected {expected}, got {_describe(value)}")
 
 
-def _optional_label(value: Any, where: Location) -> str | None:
+# Field readers: inline type tests (they run for every value of every row); a Location is built only when
+# something is wrong.
+def _text(value: Any, where: Location, name: str) -> str:
+    if type(value) is str:
+        return value
     if value is None:
-        return None
-    if not isinstance(value, str):
-        raise DataError(where, f"expected a string label, \"\" or null, got {_describe(value)}")
-    return value.strip()
+        return ""
+    raise _bad(where, name, "a string", value)
 
 
-def _names(value: Any, where: Location) -> tuple[str, ...]:
-    """A list of names; null reads as empty, a bare string is an error (it is ambiguous)."""
+def _stripped(value: Any, where: Location, name: str) -> str:
+    return _text(value, where, name).strip()
+
+
+def _names(value: Any, where: Location, name: str) -> tuple[str, ...]:
+    """null reads as empty; a bare string is an error (one name, or several joined? it is ambiguous)."""
+    if type(value) is list and all(type(v) is str for v in value):
+        return tuple(v.strip() for v in value if v.strip())
     if value is None:
         return ()
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise DataError(where, f"expected a list of names, got {_describe(value)}")
-    return tuple(v.strip() for v in value if v.strip())
+    raise _bad(where, name, "a list of names", value)
 
 
-def _items(value: Any, where: Location) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise DataError(where, f"expected a list, got {_describe(value)}")
-    return value
-
-
-def _obj(value: Any, where: Location) -> Mapping[str, Any]:
-    if not isinstance(value, Mapping):
-        raise DataError(where, f"expected an object, got {_describe(value)}")
-    return value
-
-
-def _int_list(value: Any, where: Location) -> tuple[int, ...]:
-    items = _items(value, where)
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in items):
-        raise DataError(where, f"expected a list of row numbers, got {_describe(value)}")
-    return tuple(items)
-
-
-def _number(value: Any, where: Location) -> float | None:
-    """A number, a numeric string, or null. Anything else is malformed."""
+def _label(value: Any, where: Location, name: str) -> str | None:
+    if type(value) is str:
+        return value.strip()
     if value is None:
         return None
-    if isinstance(value, bool):
-        raise DataError(where, f"expected a number, got {_describe(value)}")
-    if isinstance(value, (int, float)):
+    raise _bad(where, name, 'a string label, "" or null', value)
+
+
+def _number(value: Any, where: Location, name: str) -> float | None:
+    """A number, a numeric string, or null."""
+    if type(value) is int or type(value) is float:
         return float(value)
-    if isinstance(value, str):
+    if value is None:
+        return None
+    if type(value) is str:
         try:
             number = float(value.strip())
         except ValueError:
-            raise DataError(where, f"expected a number, got {_describe(value)}") from None
+            raise _bad(where, name, "a number", value) from None
         return number if math.isfinite(number) else None
-    raise DataError(where, f"expected a number, got {_describe(value)}")
+    raise _bad(where, name, "a number", value)
 
 
-@dataclass(frozen=True)
-class PersonCue:
+class PersonCue(NamedTuple):
     person: str
     description: str
 
 
-@dataclass(frozen=True)
-class Interaction:
+class Interaction(NamedTuple):
     initiator: str
     target: tuple[str, ...]
     description: str
 
 
-@dataclass(frozen=True)
-class BackgroundUtterance:
+class BackgroundUtterance(NamedTuple):
     speaker: str
     target: tuple[str, ...]
     content: str
 
 
-@dataclass(frozen=True)
-class Emotion:
+class Emotion(NamedTuple):
     person: str
     description: str
     intensity: float | None
@@ -165,24 +148,55 @@ class Emotion:
         return value if 0 <= value <= 10 else None
 
 
-@dataclass(frozen=True)
-class Viewpoint:
+class Viewpoint(NamedTuple):
     source: str
     target: str
     viewpoint: str
     attitude: str
 
 
-@dataclass(frozen=True)
-class Strategy:
+class Strategy(NamedTuple):
     provider: str
     target: tuple[str, ...]
     strategy_type: str
     content: str
 
 
-@dataclass(frozen=True)
-class Row:
+# (item type, ((json key, reader), ...)) for each list-of-objects field of a row
+_ITEM_SPECS = {
+    "background_dialogue": (BackgroundUtterance, (("speaker", _stripped), ("target", _names), ("content", _text))),
+    "body_posture": (PersonCue, (("person", _stripped), ("description", _text))),
+    "facial_expressions": (PersonCue, (("person", _stripped), ("description", _text))),
+    "self_directed_behavior": (PersonCue, (("person", _stripped), ("description", _text))),
+    "interaction_behavior": (Interaction, (("initiator", _stripped), ("target", _names), ("description", _text))),
+    "internal_emotion": (Emotion, (("person", _stripped), ("emotion_description", _stripped),
+                                   ("intensity", _number))),
+    "viewpoints_attitudes": (Viewpoint, (("source", _stripped), ("target", _stripped), ("viewpoint", _stripped),
+                                         ("attitude", _stripped))),
+    "support_strategy": (Strategy, (("provider", _stripped), ("target", _names), ("strategy_type", _stripped),
+                                    ("strategy_content", _text))),
+}
+_CUE_FIELDS = ("body_posture", "facial_expressions", "self_directed_behavior")
+
+
+def _items(value: Any, name: str, where: Location) -> tuple:
+    if value is None or value == []:
+        return ()
+    if type(value) is not list:
+        raise _bad(where, name, "a list", value)
+    make, spec = _ITEM_SPECS[name]
+    out = []
+    for i, item in enumerate(value):
+        if type(item) is not dict:
+            if type(item) is str and name in _CUE_FIELDS:  # other exports store a bare description: keep it
+                out.append(PersonCue("", item))
+                continue
+            raise _bad(where, f"{name}[{i}]", "an object", item)
+        out.append(make(*[read(item.get(key), where, f"{name}[{i}].{key}") for key, read in spec]))
+    return tuple(out)
+
+
+class Row(NamedTuple):
     row_index: int
     start_time: float | None
     end_time: float | None
@@ -234,112 +248,37 @@ class Sample:
         return self.rows[row_index - 1]
 
 
-def _cues(value: Any, where: Location) -> tuple[PersonCue, ...]:
-    cues = []
-    for i, item in enumerate(_items(value, where)):
-        if isinstance(item, str):  # other exports store a bare description; keep it, unattributed
-            cues.append(PersonCue("", item))
-            continue
-        item = _obj(item, where.at(field=f"{where.field}[{i}]"))
-        cues.append(
-            PersonCue(
-                _text(item.get("person"), where.at(field=f"{where.field}[{i}].person")),
-                _text(item.get("description"), where.at(field=f"{where.field}[{i}].description")),
-            )
-        )
-    return tuple(cues)
-
-
-def _parse_list(value: Any, where: Location, parse_item) -> tuple:
-    out = []
-    for i, item in enumerate(_items(value, where)):
-        item_where = where.at(field=f"{where.field}[{i}]")
-        out.append(parse_item(_obj(item, item_where), item_where))
-    return tuple(out)
-
-
-def _sub(where: Location, name: str) -> Location:
-    return where.at(field=f"{where.field}.{name}")
-
-
-def _interaction(item: Mapping[str, Any], where: Location) -> Interaction:
-    return Interaction(
-        _text(item.get("initiator"), _sub(where, "initiator")),
-        _names(item.get("target"), _sub(where, "target")),
-        _text(item.get("description"), _sub(where, "description")),
-    )
-
-
-def _background(item: Mapping[str, Any], where: Location) -> BackgroundUtterance:
-    return BackgroundUtterance(
-        _text(item.get("speaker"), _sub(where, "speaker")),
-        _names(item.get("target"), _sub(where, "target")),
-        _text(item.get("content"), _sub(where, "content")),
-    )
-
-
-def _emotion(item: Mapping[str, Any], where: Location) -> Emotion:
-    return Emotion(
-        _text(item.get("person"), _sub(where, "person")).strip(),
-        _text(item.get("emotion_description"), _sub(where, "emotion_description")).strip(),
-        _number(item.get("intensity"), _sub(where, "intensity")),
-    )
-
-
-def _viewpoint(item: Mapping[str, Any], where: Location) -> Viewpoint:
-    return Viewpoint(
-        _text(item.get("source"), _sub(where, "source")).strip(),
-        _text(item.get("target"), _sub(where, "target")).strip(),
-        _text(item.get("viewpoint"), _sub(where, "viewpoint")).strip(),
-        _text(item.get("attitude"), _sub(where, "attitude")).strip(),
-    )
-
-
-def _strategy(item: Mapping[str, Any], where: Location) -> Strategy:
-    return Strategy(
-        _text(item.get("provider"), _sub(where, "provider")),
-        _names(item.get("target"), _sub(where, "target")),
-        _text(item.get("strategy_type"), _sub(where, "strategy_type")).strip(),
-        _text(item.get("strategy_content"), _sub(where, "strategy_content")),
-    )
-
-
 def parse_row(raw: Any, position: int, where: Location) -> Row:
     """Parse the row at 1-based ``position``; an explicit ``row_index`` must agree with it."""
     where = where.at(row_index=position, field=None)
-    raw = _obj(raw, where)
+    if type(raw) is not dict:
+        raise DataError(where, f"expected an object, got {_describe(raw)}")
     index = raw.get("row_index", position)
-    if isinstance(index, bool) or not isinstance(index, int) or index != position:
-        raise DataError(
-            where.at(field="row_index"),
-            f"expected {position} (rows are numbered 1, 2, ... in order), got {_describe(index)}",
-        )
+    if type(index) is not int or index != position:
+        raise _bad(where, "row_index", f"{position} (rows are numbered 1, 2, ... in order)", index)
     speaker = raw.get("primary_speaker")
-    if not isinstance(speaker, str) or not speaker.strip():
-        raise DataError(where.at(field="primary_speaker"), f"expected a speaker name, got {_describe(speaker)}")
-
-    def f(name: str) -> Location:
-        return where.at(field=name)
-
+    if type(speaker) is not str or not speaker.strip():
+        raise _bad(where, "primary_speaker", "a speaker name", speaker)
+    get = raw.get
     return Row(
-        row_index=position,
-        start_time=_number(raw.get("start_time"), f("start_time")),
-        end_time=_number(raw.get("end_time"), f("end_time")),
-        speaker=speaker.strip(),
-        target=_names(raw.get("target"), f("target")),
-        dialogue=_text(raw.get("dialogue_cleaned"), f("dialogue_cleaned")),
-        utterance_type=_text(raw.get("utterance_type"), f("utterance_type")),
-        background=_parse_list(raw.get("background_dialogue"), f("background_dialogue"), _background),
-        tone_of_voice=_text(raw.get("tone_of_voice"), f("tone_of_voice")),
-        body_posture=_cues(raw.get("body_posture"), f("body_posture")),
-        facial_expressions=_cues(raw.get("facial_expressions"), f("facial_expressions")),
-        self_directed_behavior=_cues(raw.get("self_directed_behavior"), f("self_directed_behavior")),
-        interaction_behavior=_parse_list(raw.get("interaction_behavior"), f("interaction_behavior"), _interaction),
-        internal_emotion=_parse_list(raw.get("internal_emotion"), f("internal_emotion"), _emotion),
-        viewpoints=_parse_list(raw.get("viewpoints_attitudes"), f("viewpoints_attitudes"), _viewpoint),
-        support_strategy=_parse_list(raw.get("support_strategy"), f("support_strategy"), _strategy),
-        relation_cycle_state=_optional_label(raw.get("relation_cycle_state"), f("relation_cycle_state")),
-        relation_pattern=_optional_label(raw.get("relation_pattern"), f("relation_pattern")),
+        position,
+        _number(get("start_time"), where, "start_time"),
+        _number(get("end_time"), where, "end_time"),
+        speaker.strip(),
+        _names(get("target"), where, "target"),
+        _text(get("dialogue_cleaned"), where, "dialogue_cleaned"),
+        _text(get("utterance_type"), where, "utterance_type"),
+        _items(get("background_dialogue"), "background_dialogue", where),
+        _text(get("tone_of_voice"), where, "tone_of_voice"),
+        _items(get("body_posture"), "body_posture", where),
+        _items(get("facial_expressions"), "facial_expressions", where),
+        _items(get("self_directed_behavior"), "self_directed_behavior", where),
+        _items(get("interaction_behavior"), "interaction_behavior", where),
+        _items(get("internal_emotion"), "internal_emotion", where),
+        _items(get("viewpoints_attitudes"), "viewpoints_attitudes", where),
+        _items(get("support_strategy"), "support_strategy", where),
+        _label(get("relation_cycle_state"), where, "relation_cycle_state"),
+        _label(get("relation_pattern"), where, "relation_pattern"),
     )
 
 
@@ -370,7 +309,8 @@ def participants_from_rows(rows: tuple[Row, ...]) -> tuple[str, ...]:
 
 def parse_sample(raw: Any, where: Location, *, sample_id: str | None = None) -> Sample:
     """Parse one sample object. ``sample_id`` overrides the object's own (the per-file layout)."""
-    raw = _obj(raw, where)
+    if not isinstance(raw, Mapping):
+        raise DataError(where, f"expected an object, got {_describe(raw)}")
     if sample_id is None:
         sample_id = raw.get("sample_id")
         if not isinstance(sample_id, str) or not sample_id.strip():
@@ -390,5 +330,5 @@ def parse_sample(raw: Any, where: Location, *, sample_id: str | None = None) -> 
     if participants is None:
         names = participants_from_rows(rows)
     else:
-        names = _names(participants, where.at(field="participants"))
+        names = _names(participants, where, "participants")
     return Sample(sample_id, scenario, names, rows, source=str(where.file or ""))

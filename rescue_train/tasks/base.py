@@ -204,7 +204,8 @@ def labels_in_text(text: str, candidates: Sequence[str]) -> list[str]:
 
 
 def count(excluded: Counter, scenario: str, reason: str, n: int = 1) -> None:
-    excluded[(scenario, reason)] += n
+    if n:
+        excluded[(scenario, reason)] += n
 
 
 class ClosedSetTask(Task):
