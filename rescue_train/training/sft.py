@@ -135,10 +135,9 @@ def run(cfg: Any) -> Path:
             "status": "running", "resumed_from": checkpoint, "dropped_too_long": dropped}))
     result = trainer.train(resume_from_checkpoint=checkpoint)
     metrics = dict(result.metrics)
-    if args.eval_strategy != "no":
-        if not any(e.get("step") == trainer.state.global_step and "eval_loss" in e for e in trainer.state.log_history):
-            trainer.evaluate()  # the last step was no evaluation step: score the final adapter too
-        metrics.update(next(e for e in reversed(trainer.state.log_history) if "eval_loss" in e))
+    evals = [e for e in trainer.state.log_history if "eval_loss" in e]  # the trainer evaluates the last step too
+    if evals:
+        metrics.update(evals[-1])
     trainer.save_model(str(run_dir / ADAPTER_DIR))  # adapter + tokenizer with the chat template (main only)
     if is_main:
         write_json_atomic(run_dir / "provenance.json", provenance(cfg, resolved, base_path, train_data, {

@@ -36,13 +36,15 @@ class ClassWeightCollator:
 
 class RescueSFTTrainer(SFTTrainer):
     def __init__(self, *args, **kwargs):
+        train = kwargs.get("train_dataset")
+        balancing = [c for c in ("sample_weight", "class_weight") if train is not None and c in train.column_names]
+        if balancing and (kwargs["args"].packing or kwargs["args"].padding_free):
+            # packing keeps only token columns and joins instances of different classes into one row
+            raise ValueError(f"task mixing and class balancing ({', '.join(balancing)}) need one instance per row: "
+                             "set train.packing=false (or, for one task, balance.sampling=none and "
+                             "balance.class_weights=none)")
         super().__init__(*args, **kwargs)
-        columns = self.train_dataset.column_names if self.train_dataset is not None else []
-        self.weighted_loss = "class_weight" in columns
-        if self.weighted_loss:
-            if self.padding_free:
-                raise ValueError("class-weighted loss needs one sequence per row: set train.packing=false "
-                                 "(packing joins instances of different classes into one row)")
+        if "class_weight" in balancing:
             self.data_collator = ClassWeightCollator(self.data_collator)
         self._meter = torch.zeros(2, dtype=torch.float64)  # real tokens, padded-batch tokens since the last log
         self._meter_since: float | None = None

@@ -1,0 +1,56 @@
+"""Shared pieces of the LoRA SFT tests: the tiny model, converted bundled data, a trainer in-process."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
+    os.environ.setdefault(_name, "1")
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tiny_tokenizer(template: str = "chatml"):
+    """The tiny model's tokenizer with one of our training templates (what a run's tokenizer holds)."""
+    from omegaconf import OmegaConf
+
+    from rescue_train.training.models import load_tokenizer
+    from rescue_train.training.tiny import tiny_model_path
+
+    preset = OmegaConf.create({"chat_template": template, "pad_token": None})
+    return load_tokenizer(preset, str(tiny_model_path()))
+
+
+def tiny_model():
+    from transformers import AutoModelForCausalLM
+
+    from rescue_train.training.tiny import tiny_model_path
+
+    return AutoModelForCausalLM.from_pretrained(tiny_model_path())
+
+
+def sft_args(out: Path, **overrides):
+    from trl import SFTConfig
+
+    args = dict(output_dir=str(out), use_cpu=True, report_to="none", save_strategy="no", max_steps=1,
+                per_device_train_batch_size=2, assistant_only_loss=True, max_length=4096, seed=0,
+                dataloader_num_workers=0, disable_tqdm=True)
+    args.update(overrides)
+    return SFTConfig(**args)
+
+
+def make_trainer(dataset, out: Path, tokenizer=None, model=None, **overrides):
+    from peft import LoraConfig, TaskType
+
+    from rescue_train.training.trainer import RescueSFTTrainer
+
+    return RescueSFTTrainer(
+        model=model or tiny_model(), args=sft_args(out, **overrides), train_dataset=dataset,
+        processing_class=tokenizer or tiny_tokenizer(),
+        peft_config=LoraConfig(task_type=TaskType.CAUSAL_LM, r=4, lora_alpha=8, target_modules="all-linear"))
+
+
+def chat(answer: str, question: str = "Question?") -> list[dict[str, str]]:
+    return [{"role": "system", "content": "You answer."}, {"role": "user", "content": question},
+            {"role": "assistant", "content": answer}]

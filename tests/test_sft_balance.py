@@ -1,0 +1,141 @@
+"""Class balance inside SFT: draw probabilities, sampler frequencies and the class-weighted answer loss,
+against values worked out by hand."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import pytest
+
+from sft_helpers import chat, make_trainer, tiny_tokenizer
+
+from rescue_train.training.weighting import class_key, class_weights, sampling_weights
+
+# one task, classes a:6, b:3, c:1 (10 instances)
+TASKS = ["ssp"] * 10
+CLASSES = ["a"] * 6 + ["b"] * 3 + ["c"]
+
+
+def by_class(values, classes=CLASSES):
+    return {c: [v for v, k in zip(values, classes) if k == c] for c in dict.fromkeys(classes)}
+
+
+def test_balanced_sampling_gives_each_class_a_third():
+    probs = by_class(sampling_weights(TASKS, CLASSES, {"ssp": 1.0}, "balanced"))
+    assert probs["a"] == pytest.approx([1 / 18] * 6)
+    assert probs["b"] == pytest.approx([1 / 9] * 3)
+    assert probs["c"] == pytest.approx([1 / 3])
+
+
+def test_sqrt_sampling_gives_classes_shares_proportional_to_root_counts():
+    total = math.sqrt(6) + math.sqrt(3) + 1  # 5.1815
+    probs = by_class(sampling_weights(TASKS, CLASSES, {"ssp": 1.0}, "sqrt"))
+    assert probs["a"] == pytest.approx([math.sqrt(6) / total / 6] * 6)  # 0.07879 each, class share 0.4727
+    assert probs["b"] == pytest.approx([math.sqrt(3) / total / 3] * 3)  # 0.11143 each, class share 0.3343
+    assert probs["c"] == pytest.approx([1 / total])                    # 0.19299
+
+
+def test_no_balancing_draws_uniformly():
+    assert sampling_weights(TASKS, CLASSES, {"ssp": 1.0}, "none") == pytest.approx([0.1] * 10)
+
+
+def test_task_mixing_weights_split_draws_before_classes():
+    # itp: 2 instances (yes, no) with weight 3; er: 4 unclassed instances with weight 1
+    tasks = ["itp", "itp", "er", "er", "er", "er"]
+    classes = ["yes", "no", None, None, None, None]
+    probs = sampling_weights(tasks, classes, {"itp": 3.0, "er": 1.0}, "balanced")
+    assert probs == pytest.approx([0.375, 0.375, 0.0625, 0.0625, 0.0625, 0.0625])
+
+
+def test_mixing_weight_missing_or_not_positive_is_an_error():
+    with pytest.raises(ValueError, match=r"no mixing weight for task\(s\) \['er'\]"):
+        sampling_weights(["itp", "er"], ["yes", None], {"itp": 1.0}, "none")
+    with pytest.raises(ValueError, match="must be > 0"):
+        sampling_weights(["itp"], ["yes"], {"itp": 0.0}, "none")
+    with pytest.raises(ValueError, match="balance.sampling must be one of none, balanced, sqrt"):
+        sampling_weights(["itp"], ["yes"], {"itp": 1.0}, "inverse")
+
+
+def test_class_loss_weights_balanced_and_sqrt():
+    # balanced: n / (K n_c) = 10/18, 10/9, 10/3
+    balanced = by_class(class_weights(TASKS, CLASSES, "balanced"))
+    assert balanced == {"a": pytest.approx([10 / 18] * 6), "b": pytest.approx([10 / 9] * 3),
+                        "c": pytest.approx([10 / 3])}
+    root = by_class(class_weights(TASKS, CLASSES, "sqrt"))
+    assert root["c"] == pytest.approx([math.sqrt(10 / 3)])
+    assert class_weights(TASKS, CLASSES, "none") == [1.0] * 10
+
+
+def test_class_weights_are_per_task_and_one_for_generation_tasks():
+    tasks = ["itp", "itp", "itp", "vp"]
+    weights = class_weights(tasks, ["yes", "yes", "no", None], "balanced")
+    assert weights == pytest.approx([0.75, 0.75, 1.5, 1.0])
+
+
+def test_class_keys():
+    assert class_key("ssp", "reframing") == "reframing"
+    assert class_key("itp", "yes") == "yes"
+    assert class_key("stp", "Couple") == "group"
+    assert class_key("stp", "Alice") == "person"
+    assert class_key("stp", ["Alice", "Bob"]) == "subset"
+    assert class_key("stp", ["Family"]) == "group"
+    assert class_key("er", {"emotion": "sad", "intensity": 3}) is None
+
+
+def test_trainer_sampler_draws_classes_at_the_computed_frequencies(tmp_path):
+    import datasets
+
+    probs = sampling_weights(TASKS, CLASSES, {"ssp": 1.0}, "sqrt")
+    ds = datasets.Dataset.from_dict({"messages": [chat(c) for c in CLASSES], "sample_weight": probs})
+    trainer = make_trainer(ds, tmp_path, per_device_train_batch_size=1)
+    sampler = trainer._get_train_sampler()
+    assert len(sampler) == 10  # one epoch = as many draws as instances
+    drawn = Counter(CLASSES[i] for _ in range(3000) for i in sampler)
+    total = math.sqrt(6) + math.sqrt(3) + 1
+    for label, expected in {"a": math.sqrt(6) / total, "b": math.sqrt(3) / total, "c": 1 / total}.items():
+        assert drawn[label] / 30000 == pytest.approx(expected, abs=0.01)
+
+
+def test_trainer_without_weights_keeps_the_default_random_sampler(tmp_path):
+    import datasets
+    import torch
+
+    ds = datasets.Dataset.from_dict({"messages": [chat("a"), chat("b")]})
+    sampler = make_trainer(ds, tmp_path)._get_train_sampler()
+    assert isinstance(sampler, torch.utils.data.RandomSampler)
+
+
+def test_class_weighted_loss_is_the_weighted_token_mean(tmp_path):
+    """With all-zero logits every answer token costs ln V, so the loss is ln V * sum(w_i n_i) / sum(n_i)."""
+    import datasets
+    import torch
+
+    tok = tiny_tokenizer()
+    answers = ["reframing the problem together", "no"]
+    ds = datasets.Dataset.from_dict({"messages": [chat(a) for a in answers], "class_weight": [2.0, 0.5]})
+    trainer = make_trainer(ds, tmp_path, tokenizer=tok)
+    with torch.no_grad():
+        trainer.model.get_output_embeddings().weight.zero_()
+    trainer.model.train()
+    rows = [dict(trainer.train_dataset[i]) for i in range(2)]
+    counts = [sum(t != -100 for t in r["labels"]) for r in rows]  # answer tokens + <|im_end|>
+    assert counts == [len(tok(a)["input_ids"]) + 1 for a in answers]
+    batch = trainer.data_collator([{k: r[k] for k in ("input_ids", "labels", "class_weight")} for r in rows])
+    assert batch["class_weight"].tolist() == [2.0, 0.5]
+    loss = trainer.compute_loss(trainer.model, dict(batch))
+    vocab = trainer.model.get_output_embeddings().weight.shape[0]
+    expected = math.log(vocab) * (2.0 * counts[0] + 0.5 * counts[1]) / (counts[0] + counts[1])
+    assert loss.item() == pytest.approx(expected, rel=1e-5)
+    # evaluation loss stays the plain token mean
+    trainer.model.eval()
+    batch = trainer.data_collator([{k: r[k] for k in ("input_ids", "labels", "class_weight")} for r in rows])
+    assert trainer.compute_loss(trainer.model, dict(batch)).item() == pytest.approx(math.log(vocab), rel=1e-5)
+
+
+def test_class_weights_with_packing_is_refused(tmp_path):
+    import datasets
+
+    ds = datasets.Dataset.from_dict({"messages": [chat("a"), chat("b")], "class_weight": [1.0, 2.0]})
+    with pytest.raises(ValueError, match="train.packing=false"):
+        make_trainer(ds, tmp_path, packing=True, max_length=64)
