@@ -12,6 +12,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from threadpoolctl import threadpool_limits
+
 from rescue_train.data import taxonomy
 from rescue_train.data.load import load_benchmark
 from rescue_train.data.splits import LeakageError, SplitManifest, make_manifest
@@ -153,7 +155,9 @@ def run(config: RunConfig) -> tuple[dict[str, Any], dict[str, list[dict]]]:
     benchmark = load_benchmark(config.source)
     scheme = "none" if config.split == "none" else "kfold"
     manifest = make_manifest(benchmark.samples, scheme, k=config.folds, seed=config.seed)
-    records = predict_all(benchmark.samples, manifest, config)
+    # The fits are small: one BLAS thread is faster, and multi-threaded OpenBLAS spins badly on a busy machine.
+    with threadpool_limits(limits=1):
+        records = predict_all(benchmark.samples, manifest, config)
     if config.bertscore:
         for chosen in records.values():
             add_bertscore(chosen, config.bertscore, config.bertscore_layers)

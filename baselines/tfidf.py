@@ -53,7 +53,7 @@ class TfidfLogReg(Baseline):
             self.model = None  # scikit-learn needs two classes; one class (or none) ranks that class first
             return
         self.model = make_pipeline(
-            TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2)),
+            TfidfVectorizer(sublinear_tf=True, ngram_range=(1, 2), min_df=2),
             LogisticRegression(max_iter=2000, class_weight=self.class_weight, random_state=self.seed),
         )
         self.model.fit([feature_text(inst) for inst in train], labels)

@@ -1,0 +1,74 @@
+"""``rescue-train baselines``: end to end on the bundled mini-benchmark."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from baselines import BASELINES
+from baselines.runner import RunConfig, load_records, score
+from rescue_train.cli import main as rescue_train
+from rescue_train.data.load import load_samples
+from rescue_train.data.splits import assign_units
+from rescue_train.tasks import TASKS, build
+
+
+@pytest.mark.slow
+def test_kfold_run_predicts_every_instance_once_without_leaks(tmp_path, capsys):
+    assert rescue_train(["baselines", "bundled", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    for expected in ("== couple ==", "== family ==", "== both ==", "GPT-4o (paper)", "LLM average (paper)",
+                     "tfidf_lr_balanced", "best baseline"):
+        assert expected in printed
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["provenance"]["split_manifest_hash"] and results["provenance"]["versions"]
+    train_units = {f["name"]: set(f["train_units"]) for f in results["folds"]}
+    samples = load_samples("bundled")
+    for name, baseline in BASELINES.items():
+        records = load_records(tmp_path / "predictions" / f"{name}.jsonl")
+        assert not any(r["unit"] in train_units[r["fold"]] for r in records)
+        for task in baseline.tasks:
+            ids = sorted(i.id for i in build(task, samples).instances)
+            assert sorted(r["id"] for r in records if r["task"] == task) == ids
+        # the stored scores are the evaluator's metrics over the written records
+        assert score(records)["table"] == results["baselines"][name]["table"]
+
+
+def test_leave_one_unit_out_holds_out_each_unit_in_turn(tmp_path):
+    assert rescue_train(["baselines", "bundled", "--split", "none", "--tasks", "rpp", "--baselines", "majority",
+                         "--out", str(tmp_path), "--json"]) == 0
+    results = json.loads((tmp_path / "results.json").read_text())
+    units = set(assign_units(load_samples("bundled")).values())
+    assert sorted(f["test_units"][0] for f in results["folds"]) == sorted(units)
+    assert all(set(f["train_units"]) == units - set(f["test_units"]) for f in results["folds"])
+    assert set(results["baselines"]) == {"majority"}
+
+
+def test_scored_predictions_become_rows(tmp_path, capsys):
+    records = tmp_path / "model.jsonl"
+    records.write_text(json.dumps({"id": "x", "task": "rpp", "scenario": "couple", "gold": "attack_attack",
+                                   "prediction": ["pursue_withdraw", "attack_attack"], "parse_status": "ok"}) + "\n")
+    assert rescue_train(["baselines", "bundled", "--tasks", "rpp", "--baselines", "majority",
+                         "--predictions", f"my-model={records}"]) == 0
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("my-model"))
+    assert line.split()[1:5] == ["-", "-", "-", "0.00"]
+
+
+def test_bad_input_is_one_clear_error(tmp_path, capsys):
+    assert rescue_train(["baselines", str(tmp_path / "missing.jsonl")]) == 2
+    assert "no such file or folder" in capsys.readouterr().err
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"task": "rpp"}\n')
+    assert rescue_train(["baselines", "bundled", "--predictions", f"m={bad}"]) == 2
+    assert f"{bad}:1: prediction record lacks scenario, gold, prediction" in capsys.readouterr().err
+
+
+def test_config_errors():
+    with pytest.raises(ValueError, match="needs --bertscore-layers"):
+        RunConfig(source="bundled", bertscore="/some/model")
+    with pytest.raises(ValueError, match="--test-fold needs --split kfold"):
+        RunConfig(source="bundled", split="none", test_fold=0)
+    with pytest.raises(ValueError, match="unknown task or baseline: nope"):
+        RunConfig(source="bundled", baselines=("nope",))
+    assert set(RunConfig(source="bundled").tasks) == set(TASKS)
