@@ -24,6 +24,7 @@ from rescue_train.tasks import TASKS, BuildOptions, build
 from . import BASELINES
 
 SPLITS = ("kfold", "none")
+RECORD_KEYS = ("task", "scenario", "gold", "prediction")
 
 
 @dataclass
@@ -174,24 +175,42 @@ def run(config: RunConfig) -> tuple[dict[str, Any], dict[str, list[dict]]]:
     return results, records
 
 
+def read_jsonl(file: Path, required: Sequence[str]) -> list[dict]:
+    rows = []
+    for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{file}:{number}: invalid JSON ({exc.msg})") from None
+        missing = [k for k in required if not isinstance(row, dict) or k not in row]
+        if missing:
+            raise ValueError(f"{file}:{number}: {'prediction record' if 'task' in required else 'score line'} "
+                             f"lacks {', '.join(missing)}")
+        rows.append(row)
+    return rows
+
+
 def load_records(path: str | Path) -> list[dict]:
-    """Prediction records from a .jsonl file, or from every .jsonl file under a folder."""
+    """Prediction records from a .jsonl file, or from every ``predictions.jsonl`` under a folder (an
+    evaluation run's layout), with the ``{id, score: value}`` lines of a ``scores.jsonl`` beside it merged
+    into each record's ``scores``."""
     path = Path(path)
-    files = sorted(path.rglob("*.jsonl")) if path.is_dir() else [path]
-    if not files or not all(f.is_file() for f in files):
-        raise FileNotFoundError(f"{path}: expected a .jsonl file of prediction records or a folder holding some")
+    if path.is_file():
+        return read_jsonl(path, RECORD_KEYS)
+    files = sorted(path.rglob("predictions.jsonl")) if path.is_dir() else []
+    if not files:
+        raise FileNotFoundError(f"{path}: expected a .jsonl file of prediction records or a folder holding "
+                                f"predictions.jsonl files")
     records = []
     for file in files:
-        for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{file}:{number}: invalid JSON ({exc.msg})") from None
-            missing = [k for k in ("task", "scenario", "gold", "prediction") if not isinstance(record, dict)
-                       or k not in record]
-            if missing:
-                raise ValueError(f"{file}:{number}: prediction record lacks {', '.join(missing)}")
-            records.append(record)
+        chosen = read_jsonl(file, RECORD_KEYS)
+        scores_file = file.with_name("scores.jsonl")
+        if scores_file.is_file():
+            by_id = {r["id"]: r for r in chosen if "id" in r}
+            for line in read_jsonl(scores_file, ("id",)):
+                if line["id"] in by_id:
+                    by_id[line["id"]].setdefault("scores", {}).update({k: v for k, v in line.items() if k != "id"})
+        records.extend(chosen)
     return records

@@ -72,3 +72,18 @@ def test_config_errors():
     with pytest.raises(ValueError, match="unknown task or baseline: nope"):
         RunConfig(source="bundled", baselines=("nope",))
     assert set(RunConfig(source="bundled").tasks) == set(TASKS)
+
+
+def test_an_evaluation_folder_is_read_with_its_scores(tmp_path):
+    run = tmp_path / "eval" / "model-a"
+    run.mkdir(parents=True)
+    record = {"id": "s::er::row3", "task": "er", "scenario": "couple", "gold": {"emotion": "sad", "intensity": 4},
+              "prediction": {"emotion": "sad", "intensity": 6}, "parse_status": "ok"}
+    (run / "predictions.jsonl").write_text(json.dumps(record) + "\n")
+    (run / "scores.jsonl").write_text(json.dumps({"id": "s::er::row3", "judge_score": 4.0}) + "\n"
+                                      + json.dumps({"id": "s::er::row3", "bertscore_f1": 0.5}) + "\n")
+    records = load_records(tmp_path / "eval")
+    assert records[0]["scores"] == {"judge_score": 4.0, "bertscore_f1": 0.5}
+    # S_int = max(1, 5 - |6 - 4|) = 3; S_ER = (judge 4 + 3) / 2
+    row = score(records)["table"]["both"]
+    assert (row["er_llm"], row["er_bert"], row["er_s_int"]) == (3.5, 0.5, 3.0)
