@@ -1,0 +1,335 @@
+"""Sequence classifiers for the closed-set tasks on the converter's ``cls`` datasets (the torch path).
+
+Label space: one output per (scenario, label) pair -- "couple:pursue_withdraw" and
+"family:pursue_withdraw" are different outputs -- and each instance's logits outside its own candidate
+labels are set to -inf. This is the same as separate couple and family heads on one shared encoder: the
+two scenarios share the representation (family data is small and many cues are common) but keep their own
+classes, priors and class weights, and a single model and training run serve both.
+
+The model is any ``AutoModelForSequenceClassification``: ``tiny-bert`` (a random BERT encoder built
+offline with the tiny model's tokenizer), ``tiny`` (the random Qwen2 decoder of ``tiny.py`` with a
+classification head), or a local path / hub id (optionally with LoRA, ``TaskType.SEQ_CLS``). Training is
+``transformers.Trainer`` with ``compute_loss`` replaced by the strategy's loss (balance.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+
+from . import balance
+from .balance import Strategy
+
+
+# ----------------------------------------------------------------------------------- data, torch-free
+
+@dataclass
+class LabelSpace:
+    """The classifier's outputs: (scenario, label) pairs, scenario by scenario in order of first use."""
+
+    classes: list[tuple[str, str]]
+
+    @classmethod
+    def from_rows(cls, rows: Sequence[dict]) -> "LabelSpace":
+        seen: dict[tuple[str, str], None] = {}
+        for scenario in sorted({r["scenario"] for r in rows}):
+            for row in rows:
+                if row["scenario"] == scenario:
+                    seen.update(dict.fromkeys((scenario, name) for name in row["label_names"]))
+        return cls(list(seen))
+
+    @property
+    def names(self) -> list[str]:
+        return [f"{s}:{label}" for s, label in self.classes]
+
+    def index(self, scenario: str, label: str) -> int:
+        return self._index[(scenario, label)]
+
+    def __post_init__(self):
+        self._index = {c: i for i, c in enumerate(self.classes)}
+
+    def __len__(self) -> int:
+        return len(self.classes)
+
+
+@dataclass
+class Split:
+    """The rows of one role (train / validation / test) with their class ids and candidate masks."""
+
+    rows: list[dict]
+    y: np.ndarray
+    mask: np.ndarray  # n x C, True where the class is one of the instance's candidates
+
+    @classmethod
+    def of(cls, rows: list[dict], space: LabelSpace) -> "Split":
+        y = np.array([space.index(r["scenario"], r["label"]) for r in rows], dtype=np.int64)
+        mask = np.zeros((len(rows), len(space)), dtype=bool)
+        for i, row in enumerate(rows):
+            mask[i, [space.index(row["scenario"], name) for name in row["label_names"]]] = True
+        return cls(rows, y, mask)
+
+    @property
+    def texts(self) -> list[str]:
+        return [r["text"] for r in self.rows]
+
+    def counts(self, n_classes: int) -> np.ndarray:
+        return np.bincount(self.y, minlength=n_classes)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def load_cls_rows(data_dir: str | Path, task: str) -> list[dict]:
+    """Every row of ``DATA/<task>/cls`` (all splits), checked: the gold must be one of its label_names."""
+    import datasets
+
+    folder = Path(data_dir) / task / "cls"
+    if not folder.exists():
+        raise FileNotFoundError(f"{folder}: no classification dataset (run `rescue-train convert` for {task})")
+    rows = [row for split in datasets.load_from_disk(str(folder)).values() for row in split]
+    for row in rows:
+        if row["label"] not in row["label_names"]:
+            raise ValueError(f"{folder}: instance {row['id']}: label {row['label']!r} is not among its "
+                             f"label_names {row['label_names']}")
+    return rows
+
+
+def fold_splits(rows: list[dict], roles: dict[str, str], space: LabelSpace) -> dict[str, Split]:
+    """train / validation / test by each row's unit role (``SplitManifest.roles(test_fold)``)."""
+    missing = sorted({r["unit"] for r in rows} - set(roles))
+    if missing:
+        raise ValueError(f"units {missing[:5]} are not in the split manifest")
+    return {role: Split.of([r for r in rows if roles[r["unit"]] == role], space)
+            for role in ("train", "validation", "test")}
+
+
+def training_indices(strategy: Strategy, y: np.ndarray, n_draws: int, seed: int) -> np.ndarray:
+    """Which training examples a model sees (in what multiplicity) under the strategy's sampling."""
+    if strategy.sampling == "oversample":
+        return balance.oversample_indices(y, seed)
+    if strategy.sampling == "undersample":
+        return balance.undersample_indices(y, seed)
+    if strategy.sampling == "sqrt":
+        return balance.draw_indices(y, 0.5, n_draws, seed)
+    return np.arange(len(y))
+
+
+# --------------------------------------------------------------------------------------------- torch
+
+# Settings are OmegaConf structured configs, hence typing.Optional/List rather than PEP 604 annotations.
+@dataclass
+class TorchSettings:
+    model: str = "tiny-bert"
+    max_length: int = 512
+    steps: int = 200
+    batch_size: int = 16
+    eval_batch_size: int = 64
+    lr: float = 5e-4
+    weight_decay: float = 0.0
+    warmup_steps: int = 0
+    lora: bool = False
+    lora_r: int = 8
+    lora_alpha: int = 16
+    lora_dropout: float = 0.0
+    bf16: bool = False
+    gradient_checkpointing: bool = False
+    crt_steps: int = 100
+    crt_lr: Optional[float] = None  # None: the same as lr
+    extra: Dict[str, Any] = field(default_factory=dict)  # passed to TrainingArguments
+
+
+@dataclass
+class BalanceSettings:
+    beta: float = 0.999
+    gamma: float = 2.0
+    tau: float = 1.0
+    tau_grid: List[float] = field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0])
+    ldam_max_margin: float = 0.5
+    ldam_scale: float = 1.0
+    drw_start: float = 0.8
+
+
+def make_loss(strategy: Strategy, counts: np.ndarray, settings: BalanceSettings) -> Callable:
+    """loss(logits, targets, progress) for the strategy; ``progress`` (0..1) drives deferred weights."""
+    import torch
+
+    weights = balance.class_weights(strategy, counts, settings.beta)
+    weight_t = None if weights is None else torch.tensor(weights, dtype=torch.float32)
+    prior_t = torch.tensor(balance.log_prior(counts), dtype=torch.float32)
+    margins_t = torch.tensor(balance.ldam_margins(counts, settings.ldam_max_margin), dtype=torch.float32)
+
+    def loss(logits, targets, progress: float):
+        weight = weight_t
+        if weight is not None:
+            weight = None if strategy.deferred and progress < settings.drw_start else weight.to(logits.device)
+        if strategy.loss == "focal":
+            return balance.focal_loss(logits, targets, settings.gamma, weight)
+        if strategy.loss == "ldam":
+            return balance.ldam_loss(logits, targets, margins_t.to(logits.device), settings.ldam_scale, weight)
+        if strategy.loss in ("logit_adjusted", "balanced_softmax"):
+            tau = settings.tau if strategy.loss == "logit_adjusted" else 1.0
+            return balance.logit_adjusted_loss(logits, targets, prior_t.to(logits.device), tau, weight)
+        return balance.cross_entropy(logits, targets, weight)
+
+    return loss
+
+
+def _tokenizer(settings: TorchSettings):
+    from transformers import AutoTokenizer
+
+    from .tiny import tiny_model_path
+
+    source = tiny_model_path() if settings.model in ("tiny", "tiny-bert") else settings.model
+    tok = AutoTokenizer.from_pretrained(str(source))
+    tok.truncation_side = "left"  # the task question and candidates come last: keep them, cut old context
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return tok
+
+
+def _model(settings: TorchSettings, tok, space: LabelSpace):
+    from transformers import AutoModelForSequenceClassification, BertConfig
+
+    from .tiny import tiny_model_path
+
+    labels = {"id2label": dict(enumerate(space.names)), "label2id": {n: i for i, n in enumerate(space.names)}}
+    if settings.model == "tiny-bert":
+        config = BertConfig(vocab_size=len(tok), hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                            intermediate_size=128, max_position_embeddings=settings.max_length,
+                            pad_token_id=tok.pad_token_id, num_labels=len(space), **labels)
+        model = AutoModelForSequenceClassification.from_config(config)
+    else:
+        source = tiny_model_path() if settings.model == "tiny" else settings.model
+        model = AutoModelForSequenceClassification.from_pretrained(
+            str(source), num_labels=len(space), ignore_mismatched_sizes=True, **labels,
+            **({"dtype": "bfloat16"} if settings.bf16 else {}))
+    model.config.pad_token_id = tok.pad_token_id  # decoder classifiers pool the last non-pad token
+    if settings.lora:
+        from peft import LoraConfig, TaskType, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(task_type=TaskType.SEQ_CLS, r=settings.lora_r,
+                                                 lora_alpha=settings.lora_alpha, lora_dropout=settings.lora_dropout,
+                                                 target_modules="all-linear"))
+    return model
+
+
+class _Encoded:
+    """Tokenised rows as a map-style dataset of dicts (input ids, class id, candidate mask)."""
+
+    def __init__(self, encodings: dict, y: np.ndarray, mask: np.ndarray, indices: np.ndarray | None = None):
+        self.encodings, self.y, self.mask = encodings, y, mask
+        self.indices = np.arange(len(y)) if indices is None else np.asarray(indices)
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+    def __getitem__(self, i: int) -> dict:
+        j = int(self.indices[i])
+        return {"input_ids": self.encodings["input_ids"][j], "labels": int(self.y[j]), "label_mask": self.mask[j]}
+
+
+def _collator(tok):
+    import torch
+
+    def collate(features: list[dict]) -> dict:
+        batch = tok.pad([{"input_ids": f["input_ids"]} for f in features], return_tensors="pt")
+        batch["labels"] = torch.tensor([f["labels"] for f in features])
+        batch["label_mask"] = torch.tensor(np.stack([f["label_mask"] for f in features]))
+        return batch
+
+    return collate
+
+
+def _trainer(model, tok, dataset, loss_fn, settings: TorchSettings, steps: int, lr: float, seed: int, work_dir: Path):
+    import torch
+    from transformers import Trainer, TrainingArguments
+
+    class BalancedTrainer(Trainer):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            labels, mask = inputs.pop("labels"), inputs.pop("label_mask")
+            outputs = model(**inputs)
+            logits = outputs.logits.float().masked_fill(~mask, float("-inf"))
+            loss = loss_fn(logits, labels, self.state.global_step / max(1, self.state.max_steps))
+            return (loss, outputs) if return_outputs else loss
+
+    args = TrainingArguments(
+        output_dir=str(work_dir), max_steps=steps, per_device_train_batch_size=settings.batch_size,
+        learning_rate=lr, weight_decay=settings.weight_decay, warmup_steps=settings.warmup_steps,
+        logging_steps=max(1, steps // 10), save_strategy="no", eval_strategy="no", report_to="none",
+        use_cpu=not torch.cuda.is_available(), bf16=settings.bf16, seed=seed, data_seed=seed,
+        remove_unused_columns=False, disable_tqdm=True, dataloader_num_workers=0,
+        gradient_checkpointing=settings.gradient_checkpointing, **settings.extra)
+    return BalancedTrainer(model=model, args=args, train_dataset=dataset, processing_class=tok,
+                           data_collator=_collator(tok))
+
+
+def _logits(model, tok, encoded: _Encoded, batch_size: int) -> np.ndarray:
+    import torch
+
+    collate = _collator(tok)
+    device = next(model.parameters()).device
+    model.eval()
+    out = []
+    with torch.no_grad():
+        for start in range(0, len(encoded), batch_size):
+            batch = collate([encoded[i] for i in range(start, min(start + batch_size, len(encoded)))])
+            mask = batch.pop("label_mask").to(device)
+            batch.pop("labels")
+            logits = model(**{k: v.to(device) for k, v in batch.items()}).logits.float()
+            out.append(logits.masked_fill(~mask, float("-inf")).cpu().numpy())
+    return np.concatenate(out) if out else np.zeros((0, encoded.mask.shape[1]), dtype=np.float32)
+
+
+def _head(model, n_classes: int):
+    """The trainable output layer (the last trainable Linear with one output per class)."""
+    import torch
+
+    heads = [m for m in model.modules() if isinstance(m, torch.nn.Linear) and m.out_features == n_classes
+             and m.weight.requires_grad]
+    if not heads:
+        raise ValueError("cRT: found no trainable classification layer to re-train")
+    return heads[-1]
+
+
+def fit_predict_torch(splits: dict[str, Split], space: LabelSpace, strategy: Strategy, settings: TorchSettings,
+                      balance_settings: BalanceSettings, seed: int, work_dir: Path) -> dict[str, Any]:
+    """Train on ``splits['train']`` under ``strategy``; return masked logits for validation and test."""
+    import torch
+    from transformers import set_seed
+
+    set_seed(seed)
+    tok = _tokenizer(settings)
+    model = _model(settings, tok, space)
+    train = splits["train"]
+    counts = train.counts(len(space))
+    encode = lambda split: tok(split.texts, truncation=True, max_length=settings.max_length)  # noqa: E731
+    train_enc = encode(train)
+    indices = training_indices(strategy, train.y, settings.steps * settings.batch_size, seed)
+    dataset = _Encoded(train_enc, train.y, train.mask, indices)
+    trainer = _trainer(model, tok, dataset, make_loss(strategy, counts, balance_settings), settings,
+                       settings.steps, settings.lr, seed, work_dir)
+    history = [trainer.train().training_loss]
+    if strategy.retrain_head:
+        head = _head(model, len(space))
+        for p in model.parameters():
+            p.requires_grad_(False)
+        head.reset_parameters()
+        for p in head.parameters():
+            p.requires_grad_(True)
+        balanced = balance.draw_indices(train.y, 0.0, settings.crt_steps * settings.batch_size, seed)
+        plain = make_loss(balance.STRATEGIES["none"], counts, balance_settings)
+        trainer = _trainer(model, tok, _Encoded(train_enc, train.y, train.mask, balanced), plain, settings,
+                           settings.crt_steps, settings.crt_lr or settings.lr, seed, work_dir)
+        history.append(trainer.train().training_loss)
+    result = {"train_loss": [float(x) for x in history], "sampled_training_examples": len(indices)}
+    for role in ("validation", "test"):
+        split = splits[role]
+        result[role] = _logits(model, tok, _Encoded(encode(split), split.y, split.mask), settings.eval_batch_size) \
+            if len(split) else np.zeros((0, len(space)), dtype=np.float32)
+    del model
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return result

@@ -1,0 +1,100 @@
+"""The fast CPU path: TF-IDF features and multinomial logistic regression (scikit-learn), with the
+rebalancing strategies that apply to a linear model on fixed features.
+
+* class weights (inverse frequency, effective number) become per-example ``sample_weight``;
+* samplers (random over/undersampling, SMOTE from imbalanced-learn; square-root sampling) resample the
+  TF-IDF rows of the training fold; the vectoriser is always fitted on the fold as it is;
+* logit-adjusted loss and balanced softmax: logistic regression does not penalise its intercept (lbfgs), so
+  minimising cross-entropy on ``z + tau*log(pi)`` gives the plain model's weights with the intercept moved
+  by ``-tau*log(pi)``. They are therefore applied exactly as that shift of the plain model's logits;
+* post-hoc logit adjustment works on the logits (decision function) like in the torch path.
+
+Focal loss, LDAM-DRW and cRT need a trained representation or a custom loss and are torch-only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import balance
+from .balance import Strategy
+from .classifier import BalanceSettings, LabelSpace, Split, training_indices
+
+
+@dataclass
+class SklearnSettings:
+    max_features: int = 50000
+    ngram_max: int = 2
+    min_df: int = 1
+    sublinear_tf: bool = True
+    C: float = 1.0
+    max_iter: int = 2000
+    smote_neighbors: int = 5
+
+
+def _smote(X, y: np.ndarray, k: int, seed: int) -> tuple[Any, np.ndarray, list[int]]:
+    """SMOTE every class with at least two examples up to the largest class; singletons stay as they are
+    (SMOTE needs a neighbour). Returns the resampled data and the classes left alone."""
+    from imblearn.over_sampling import SMOTE
+
+    counts = np.bincount(y)
+    top = counts.max()
+    targets = {int(c): int(top) for c in np.flatnonzero(counts >= 2) if counts[c] < top}
+    singles = [int(c) for c in np.flatnonzero(counts == 1)]
+    if not targets:
+        return X, y, singles
+    smallest = min(counts[c] for c in targets)
+    sampler = SMOTE(sampling_strategy=targets, k_neighbors=min(k, smallest - 1), random_state=seed)
+    X_res, y_res = sampler.fit_resample(X, y)
+    return X_res, np.asarray(y_res), singles
+
+
+def _logits(model, X, n_classes: int, mask: np.ndarray) -> np.ndarray:
+    """Decision-function logits placed in the full label space; unknown and masked classes get -inf."""
+    scores = model.decision_function(X)
+    if scores.ndim == 1:  # binary: scikit-learn returns the logit of classes_[1] against classes_[0]
+        scores = np.stack([np.zeros_like(scores), scores], axis=1)
+    full = np.full((X.shape[0], n_classes), -np.inf)
+    full[:, model.classes_] = scores
+    return np.where(mask, full, -np.inf)
+
+
+def fit_predict_sklearn(splits: dict[str, Split], space: LabelSpace, strategy: Strategy, settings: SklearnSettings,
+                        balance_settings: BalanceSettings, seed: int) -> dict[str, Any]:
+    """Fit on ``splits['train']`` under ``strategy``; return masked logits for validation and test."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+
+    train = splits["train"]
+    n_classes = len(space)
+    counts = train.counts(n_classes)
+    if (counts > 0).sum() < 2:
+        raise ValueError(f"the training fold has {(counts > 0).sum()} class(es); a classifier needs at least two")
+    vectorizer = TfidfVectorizer(max_features=settings.max_features, ngram_range=(1, settings.ngram_max),
+                                 min_df=settings.min_df, sublinear_tf=settings.sublinear_tf)
+    X = vectorizer.fit_transform(train.texts)
+    y = train.y
+    info: dict[str, Any] = {}
+    if strategy.sampling == "smote":
+        X, y, info["smote_skipped_singleton_classes"] = _smote(X, y, settings.smote_neighbors, seed)
+    elif strategy.sampling:
+        index = training_indices(strategy, y, len(y), seed)
+        X, y = X[index], y[index]
+    weights = balance.class_weights(strategy, counts, balance_settings.beta)
+    model = LogisticRegression(C=settings.C, max_iter=settings.max_iter, random_state=seed)
+    model.fit(X, y, sample_weight=None if weights is None else weights[y])
+    shift = np.zeros(n_classes)
+    if strategy.loss in ("logit_adjusted", "balanced_softmax"):
+        tau = balance_settings.tau if strategy.loss == "logit_adjusted" else 1.0
+        shift = -tau * balance.log_prior(counts)
+    result: dict[str, Any] = {"sampled_training_examples": int(len(y)), **info}
+    for role in ("validation", "test"):
+        split = splits[role]
+        if len(split):
+            result[role] = _logits(model, vectorizer.transform(split.texts), n_classes, split.mask) + shift
+        else:
+            result[role] = np.zeros((0, n_classes))
+    return result
