@@ -16,7 +16,7 @@ from rescue_train.provenance import write_json_atomic
 from rescue_train.tasks import TASKS, BuildOptions
 from rescue_train.tasks.rpp import DEFINITIONS
 
-from . import BASELINES
+from .registry import BASELINES
 from .runner import SPLITS, RunConfig, load_records, run, score
 from .table import best_of, paper_rows, render
 

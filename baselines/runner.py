@@ -21,7 +21,7 @@ from rescue_train.evaluation.metrics import SCOPES, aggregate, table5_row
 from rescue_train.provenance import config_hash, git_commit, versions
 from rescue_train.tasks import TASKS, BuildOptions, build
 
-from . import BASELINES
+from .registry import BASELINES
 
 SPLITS = ("kfold", "none")
 RECORD_KEYS = ("task", "scenario", "gold", "prediction")

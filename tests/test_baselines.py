@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from baselines import Heuristic, LabelPrior, Majority, TfidfLogReg, TfidfLogRegBalanced, Uniform
 from baselines.base import stp_role
-from baselines.heuristics import typical_phrase
+from baselines.heuristics import Heuristic, typical_phrase
+from baselines.majority import Majority
+from baselines.prior import LabelPrior, Uniform
+from baselines.tfidf import TfidfLogReg, TfidfLogRegBalanced, feature_text
 from baselines.prior import draw_ranking
 from baselines.runner import Fold, assert_disjoint, score
-from baselines.tfidf import feature_text
 from rescue_train.data.splits import LeakageError
 from rescue_train.tasks import Instance
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from baselines import BASELINES
+from baselines.registry import BASELINES
 from baselines.runner import RunConfig, load_records, score
 from rescue_train.cli import main as rescue_train
 from rescue_train.data.load import load_samples

@@ -1,0 +1,14 @@
+"""The baselines by name (kept out of the package's ``__init__`` so that ``python -m baselines.<module>``
+runs a module that was not imported yet)."""
+
+from __future__ import annotations
+
+from .base import Baseline
+from .heuristics import Heuristic
+from .majority import Majority
+from .prior import LabelPrior, Uniform
+from .tfidf import TfidfLogReg, TfidfLogRegBalanced
+
+BASELINES: dict[str, type[Baseline]] = {b.name: b for b in (
+    Majority, LabelPrior, Uniform, TfidfLogReg, TfidfLogRegBalanced, Heuristic,
+)}
