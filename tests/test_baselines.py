@@ -7,9 +7,8 @@ import pytest
 from baselines.base import stp_role
 from baselines.heuristics import Heuristic, typical_phrase
 from baselines.majority import Majority
-from baselines.prior import LabelPrior, Uniform
+from baselines.prior import LabelPrior, Uniform, draw_ranking
 from baselines.tfidf import TfidfLogReg, TfidfLogRegBalanced, feature_text
-from baselines.prior import draw_ranking
 from baselines.runner import Fold, assert_disjoint, score
 from rescue_train.data.splits import LeakageError
 from rescue_train.tasks import Instance
