@@ -1,0 +1,1 @@
+"""Evaluation: backends, protocols, the paper's metrics, judge, BERTScore, reports."""

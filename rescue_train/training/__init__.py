@@ -1,0 +1,1 @@
+"""Training: LoRA SFT recipes, class-balanced classifiers, the offline tiny model."""
