@@ -1,0 +1,121 @@
+"""Recipes, presets and the train command's argument handling (no training here)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sft_helpers import ROOT
+
+from rescue_train.training.cli import main
+from rescue_train.training.config import compose, recipe_names, split_recipe
+
+LORA_RECIPES = ["all_lora", "er_lora", "itp_lora", "rpp_lora", "ssp_lora", "stp_lora", "vp_lora"]
+PRESETS = sorted(p.stem for p in (ROOT / "configs" / "model").glob("*.yaml"))
+
+
+def test_every_lora_recipe_is_shipped():
+    assert set(LORA_RECIPES) <= set(recipe_names())
+
+
+@pytest.mark.parametrize("recipe", LORA_RECIPES)
+@pytest.mark.parametrize("model", PRESETS)
+def test_every_recipe_composes_with_every_model_preset(recipe, model):
+    cfg = compose(recipe, [f"model={model}"])
+    assert cfg.name == recipe
+    assert cfg.model.name == model
+    assert cfg.output_dir == f"runs/{recipe}/{model}/fold0"
+    assert cfg.lora.target_modules == cfg.model.lora_target_modules
+
+
+def test_ssp_recipe_defaults_and_overrides():
+    cfg = compose("ssp_lora", ["train.lr=1e-4", "data.test_fold=2", "balance.class_weights=balanced"])
+    assert dict(cfg.tasks) == {"ssp": 1.0}
+    assert cfg.balance.sampling == "sqrt" and cfg.balance.class_weights == "balanced"
+    assert cfg.train.lr == 1e-4 and cfg.data.test_fold == 2 and cfg.data.source == "bundled"
+    assert cfg.output_dir == "runs/ssp_lora/tiny/fold2"
+
+
+def test_all_lora_mixes_the_six_tasks():
+    assert dict(compose("all_lora", ["tasks.vp=2"]).tasks) == {
+        "itp": 1.0, "rpp": 1.0, "stp": 1.0, "ssp": 1.0, "er": 1.0, "vp": 2.0}
+
+
+def test_real_presets_name_their_hub_model_template_and_projections():
+    qwen = compose("ssp_lora", ["model=qwen2.5-7b-instruct"]).model
+    assert (qwen.path, qwen.chat_template) == ("Qwen/Qwen2.5-7B-Instruct", "chatml")
+    llama = compose("ssp_lora", ["model=llama-3.1-8b-instruct"]).model
+    assert (llama.path, llama.chat_template) == ("meta-llama/Llama-3.1-8B-Instruct", "llama3")
+    assert list(llama.lora_target_modules) == ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                               "down_proj"]
+
+
+def test_local_data_needs_a_source():
+    with pytest.raises(ValueError, match="set data.source"):
+        compose("ssp_lora", ["data=local"])
+    assert compose("ssp_lora", ["data=local", "data.source=/x/benchmark_191.jsonl"]).data.source == \
+        "/x/benchmark_191.jsonl"
+
+
+def test_recipe_argument_errors():
+    with pytest.raises(ValueError, match="give exactly one recipe=NAME"):
+        split_recipe(["model=tiny"])
+    assert split_recipe(["model=tiny", "recipe=ssp_lora"]) == ("ssp_lora", ["model=tiny"])
+    with pytest.raises(ValueError, match="unknown recipe 'nope'; available: .*ssp_lora"):
+        compose("nope")
+
+
+def test_cli_reports_bad_recipes_and_keys_without_a_traceback(capsys):
+    assert main(["recipe=nope"]) == 2
+    assert "unknown recipe 'nope'" in capsys.readouterr().err
+    assert main(["recipe=ssp_lora", "train.nosuchkey=1"]) == 2
+    assert "nosuchkey" in capsys.readouterr().err
+
+
+def test_quantized_preset_is_refused_without_a_gpu():
+    import torch
+    from omegaconf import OmegaConf
+
+    from rescue_train.training.models import quantization_config
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    with pytest.raises(ValueError, match="needs a CUDA GPU"):
+        quantization_config(OmegaConf.create({"quantization": "4bit"}), torch.bfloat16)
+    assert quantization_config(OmegaConf.create({"quantization": "none"}), torch.bfloat16) is None
+
+
+def test_train_command_works_from_any_directory(tmp_path):
+    """`rescue-train train` finds the recipes through the installed package, not the working directory."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-m", "rescue_train", "train", "recipe=vp_lora", "--cfg"], cwd=tmp_path,
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "name: vp_lora" in done.stdout and "vp: 1.0" in done.stdout
+
+
+def test_training_data_is_the_fold_without_its_test_split(tmp_path):
+    """all_lora reads the train and validation splits of every task; no test instance gets in."""
+    from rescue_train.training.data import prepare
+
+    cfg = compose("all_lora", [f"output_dir={tmp_path}"])
+    data = prepare(cfg, tmp_path, is_main=True, barrier=lambda: None)
+    splits = {}
+    for task in cfg.tasks:
+        for line in (tmp_path / "data" / task / "instances.jsonl").read_text().splitlines():
+            record = json.loads(line)
+            splits[record["id"]] = record["split"]
+    assert {splits[i] for i in data.train["id"]} == {"train"}
+    assert {splits[i] for i in data.validation["id"]} == {"validation"}
+    assert len(data.train) == sum(s == "train" for s in splits.values())
+    assert set(data.train["task"]) == set(cfg.tasks)
+    by_task = {}
+    for task, weight in zip(data.train["task"], data.train["sample_weight"]):
+        by_task[task] = by_task.get(task, 0.0) + weight
+    assert by_task == pytest.approx({t: 1 / 6 for t in cfg.tasks})
+    assert data.meta["manifest_hash"] == json.loads((tmp_path / "data" / "split_manifest.json").read_text())["hash"]

@@ -1,0 +1,139 @@
+"""End-to-end LoRA training on the tiny model: accelerate launch, the run folder, merge, resume, learning."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sft_helpers import ROOT, chat, make_trainer, tiny_model
+
+from rescue_train.training.templates import CHATML
+
+FAST = ["model=tiny", "train.max_steps=2", "train.batch_size=2", "train.grad_accum=1", "train.eval_steps=2",
+        "train.logging_steps=1", "train.lr=1e-2"]
+
+
+@pytest.fixture(scope="module")
+def launched_run(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("run") / "ssp"
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "1", "--num_machines", "1",
+           "--mixed_precision", "no", "--dynamo_backend", "no", "train.py", "recipe=ssp_lora", *FAST,
+           f"output_dir={out}"]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return out
+
+
+@pytest.mark.slow
+def test_accelerate_launch_leaves_a_loadable_adapter_and_its_provenance(launched_run):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    prov = json.loads((launched_run / "provenance.json").read_text())
+    assert prov["status"] == "finished" and prov["global_step"] == 2 and prov["adapter"] == "adapter"
+    model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(prov["base_model"]),
+                                      str(launched_run / "adapter"))
+    assert model.peft_config["default"].r == 16
+    assert (launched_run / "adapter" / "chat_template.jinja").read_text() == CHATML
+    meta = json.loads((launched_run / "data" / "convert_meta.json").read_text())
+    assert prov["data"]["train_instances"] == meta["tasks"]["ssp"]["splits"]["train"]
+    assert prov["data"]["validation_instances"] == meta["tasks"]["ssp"]["splits"]["validation"]
+    assert prov["manifest_hash"] == meta["manifest_hash"]
+    assert {"torch", "transformers", "trl", "peft"} <= set(prov["versions"])
+    assert "eval_loss" in prov["metrics"] and prov["seed"] == 0
+    assert "name: ssp_lora" in (launched_run / "config.yaml").read_text()
+
+
+@pytest.mark.slow
+def test_tensorboard_logs_carry_loss_lr_throughput_and_non_pad_share(launched_run):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(launched_run / "logs"))
+    events.Reload()
+    tags = set(events.Tags()["scalars"])
+    assert {"train/loss", "train/learning_rate", "train/tokens_per_second", "train/non_pad_share",
+            "eval/loss"} <= tags
+    shares = [e.value for e in events.Scalars("train/non_pad_share")]
+    assert all(0 < s <= 1 for s in shares)
+
+
+@pytest.mark.slow
+def test_merge_equals_base_plus_adapter(launched_run, tmp_path):
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    from rescue_train.training.merge import main
+
+    assert main([str(launched_run), "--out", str(tmp_path / "merged")]) == 0
+    prov = json.loads((launched_run / "provenance.json").read_text())
+    ids = torch.tensor([[5, 17, 42, 99, 7]])
+    base = AutoModelForCausalLM.from_pretrained(prov["base_model"])
+    with torch.no_grad():
+        base_logits = base(ids).logits
+        adapted = PeftModel.from_pretrained(base, str(launched_run / "adapter"))(ids).logits
+        merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged")(ids).logits
+    assert not torch.allclose(base_logits, adapted, atol=1e-4)  # the adapter learnt something
+    assert torch.allclose(merged, adapted, atol=1e-4)
+    assert (tmp_path / "merged" / "tokenizer.json").exists()
+
+
+@pytest.mark.slow
+def test_resume_continues_from_the_saved_step(tmp_path):
+    from rescue_train.training.config import compose
+    from rescue_train.training.sft import run
+
+    quick = [*FAST, f"output_dir={tmp_path}", "train.report_to=[none]", "train.eval_steps=0"]  # saves at the end
+    run(compose("ssp_lora", quick))
+    assert (tmp_path / "checkpoints" / "checkpoint-2").is_dir()
+    run(compose("ssp_lora", [*quick, "train.max_steps=4"]))
+    prov = json.loads((tmp_path / "provenance.json").read_text())
+    assert prov["resumed_from"].endswith("checkpoint-2") and prov["global_step"] == 4
+    state = json.loads((tmp_path / "checkpoints" / "checkpoint-4" / "trainer_state.json").read_text())
+    assert [e["step"] for e in state["log_history"] if "loss" in e] == [1, 2, 3, 4]
+
+
+def test_resume_true_without_checkpoint_is_an_error(tmp_path):
+    from rescue_train.training.sft import last_checkpoint
+
+    with pytest.raises(ValueError, match="resume=true but .* holds no checkpoint"):
+        last_checkpoint(tmp_path, True)
+    assert last_checkpoint(tmp_path, "auto") is None
+
+
+@pytest.mark.slow
+def test_loss_falls_when_overfitting_one_batch(tmp_path):
+    import datasets
+
+    rows = [chat(a, q) for a, q in [("yes", "Speak now?"), ("no", "Wait?"), ("reframing", "Strategy?"),
+                                     ("Couple", "Target?")]]
+    trainer = make_trainer(datasets.Dataset.from_dict({"messages": rows}), tmp_path, max_steps=30,
+                           per_device_train_batch_size=4, learning_rate=1e-2, logging_steps=1,
+                           gradient_checkpointing=False, lr_scheduler_type="constant")
+    trainer.train()
+    losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
+    # from ln(vocab) ~ 7.6 at random init; the tiny model's small tied embeddings cap how far it can go
+    assert sum(losses[-5:]) / 5 < losses[0] - 1.2  # 7.66 -> 5.99 here
+
+
+def test_packed_instances_do_not_attend_to_each_other():
+    """trl's padding-free packing passes position_ids that restart per instance; the model must then give
+    each instance the same log-probabilities as alone."""
+    import torch
+    from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
+
+    model = tiny_model().eval()
+    first, second = [5, 17, 42, 99, 7], [8, 13, 21, 34, 55, 89, 144]
+    packed = DataCollatorForLanguageModeling(pad_token_id=0, padding_free=True)(
+        [{"input_ids": first}, {"input_ids": second}])
+    assert "attention_mask" not in packed
+    with torch.no_grad():
+        together = model(input_ids=packed["input_ids"], position_ids=packed["position_ids"]).logits[0]
+        alone = [model(input_ids=torch.tensor([ids])).logits[0] for ids in (first, second)]
+    assert torch.allclose(together[:5], alone[0], atol=1e-5)
+    assert torch.allclose(together[5:], alone[1], atol=1e-5)
