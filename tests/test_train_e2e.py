@@ -133,7 +133,8 @@ def test_packed_instances_do_not_attend_to_each_other():
         [{"input_ids": first}, {"input_ids": second}])
     assert "attention_mask" not in packed
     with torch.no_grad():
-        together = model(input_ids=packed["input_ids"], position_ids=packed["position_ids"]).logits[0]
+        # as in training: no KV cache (with one, transformers does not look for packed sequences)
+        together = model(input_ids=packed["input_ids"], position_ids=packed["position_ids"], use_cache=False).logits[0]
         alone = [model(input_ids=torch.tensor([ids])).logits[0] for ids in (first, second)]
     assert torch.allclose(together[:5], alone[0], atol=1e-5)
     assert torch.allclose(together[5:], alone[1], atol=1e-5)
