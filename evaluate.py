@@ -1,0 +1,8 @@
+"""Evaluate a model on RESCUE-Bench: ``python evaluate.py model=... key=value ...`` (see docs/evaluation.md)."""
+
+import sys
+
+from rescue_train.evaluation.cli import main
+
+if __name__ == "__main__":  # the guard matters: vLLM's workers re-import this module
+    sys.exit(main(sys.argv[1:]))

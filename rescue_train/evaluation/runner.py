@@ -1,0 +1,357 @@
+"""Run an evaluation: instances -> predictions -> judge and BERTScore -> aggregates -> results.json.
+
+A run folder holds:
+
+* ``run.json`` – the run's identity: the hash of everything that decides the predictions (config, model,
+  adapter weights, data fingerprint, split manifest) and the hash of the scoring settings (judge, BERTScore);
+* ``predictions.jsonl`` – one prediction record per finished instance, appended and fsynced chunk by chunk;
+* ``scores.jsonl`` – judge and BERTScore results per instance, appended the same way;
+* ``results.json`` – the final document (written atomically).
+
+A killed run resumes from the two jsonl files without recomputing finished instances; a torn last line
+(the kill came mid-write) is dropped. A folder holding another run's predictions is refused
+(``overwrite=true`` starts over); changed scoring settings discard the old scores only.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..data import load_benchmark, taxonomy
+from ..data.splits import SplitManifest, check_leakage, make_manifest
+from ..provenance import config_hash, git_commit, versions, write_json_atomic
+from ..tasks import TASKS, BuildOptions, Instance, build
+from ..data.splits import assign_units
+from .config import RUNTIME_KEYS, EvalConfig, ModelSpec, make_backend, resolve_model, to_dict
+from .metrics import aggregate, table5_row
+from .protocols import predict
+
+RESULTS_FORMAT = "rescue-train/eval-results/v1"
+DEFAULT_CHUNK = {"hf": None, "vllm": 1024, "openai": 64}
+
+
+@dataclass
+class EvalData:
+    instances: dict[str, list[Instance]]
+    source: str
+    fingerprint: str
+    notes: list[str]
+    split: dict[str, Any]
+
+
+def load_instances(cfg: EvalConfig) -> EvalData:
+    """The test instances of every requested task (the whole benchmark, or the test fold of a manifest)."""
+    bench = load_benchmark(cfg.data)
+    options = BuildOptions(context=cfg.context, rpp_definition=cfg.rpp_definition, stp_targets=cfg.stp_targets,
+                           ssp_target_emotion=cfg.ssp_target_emotion)
+    if cfg.split == "none":
+        manifest = make_manifest(bench.samples, "none")
+        keep = None
+    else:
+        path = Path(cfg.manifest) if cfg.manifest else None
+        if path is not None and path.exists():
+            manifest = SplitManifest.load(path)
+            check_leakage(bench.samples, manifest)
+        else:
+            manifest = make_manifest(bench.samples, "kfold", cfg.folds, cfg.seed)
+            if path is not None:
+                manifest.save(path)
+        roles = manifest.roles(cfg.test_fold)
+        keep = {unit for unit, role in roles.items() if role == "test"}
+    units = assign_units(bench.samples)
+    instances = {}
+    for task in cfg.tasks:
+        chosen = [i for i in build(task, bench.samples, options, units).instances if keep is None or i.unit in keep]
+        instances[task] = chosen[:cfg.limit] if cfg.limit else chosen
+    split = {"scheme": manifest.scheme, "manifest_hash": manifest.hash, "seed": manifest.seed, "k": manifest.k,
+             "test_fold": cfg.test_fold if cfg.split == "kfold" else None, "manifest_notes": manifest.notes}
+    return EvalData(instances, bench.source, bench.fingerprint, bench.notes, split)
+
+
+def label_spaces(task: str) -> dict[str, tuple[str, ...]] | None:
+    kind = {"rpp": "relation", "ssp": "strategy"}.get(task)
+    if task == "itp":
+        return {sc: ("yes", "no") for sc in taxonomy.SCENARIOS}
+    return {sc: taxonomy.label_names(kind, sc) for sc in taxonomy.SCENARIOS} if kind else None
+
+
+def file_digest(folder: str) -> str:
+    """Content hash of an adapter's weights, so retraining into the same folder is a different run."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(folder).glob("adapter_model*")):
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+# ---------------------------------------------------------------- append-only jsonl with torn-line recovery
+
+def read_jsonl(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8").split("\n")
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            if number >= len(lines) - 1:  # the last line, cut by a kill mid-write: drop it and go on
+                write_jsonl_atomic(path, records)
+                break
+            raise ValueError(f"{path}:{number}: corrupt record ({exc.msg}); delete the run folder or the line") from None
+    return records
+
+
+def write_jsonl_atomic(path: Path, records: Iterable[dict]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    tmp.replace(path)
+
+
+def append_jsonl(path: Path, records: Iterable[dict]) -> None:
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+# ---------------------------------------------------------------- one run folder
+
+@dataclass
+class Variant:
+    """One model to evaluate: the base (adapter None) or one loaded adapter."""
+
+    name: str
+    adapter: str | None
+    output: Path
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+
+def variants(cfg: EvalConfig, spec: ModelSpec) -> list[Variant]:
+    out = Path(cfg.output)
+    names = list(spec.adapters)
+    chosen = ([None] if (cfg.include_base or not names) else []) + names
+    if len(chosen) == 1:
+        name = chosen[0]
+        return [Variant(name or "base", name, out, spec.provenance.get(name or "", {}))]
+    return [Variant(name or "base", name, out / (name or "base"), spec.provenance.get(name or "", {}))
+            for name in chosen]
+
+
+def prediction_identity(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalData) -> dict[str, Any]:
+    config = {k: v for k, v in to_dict(cfg).items() if k not in (*RUNTIME_KEYS, "limit", "judge", "bertscore")}
+    adapter_path = spec.adapters.get(variant.adapter) if variant.adapter else None
+    return {"config": config, "model": spec.model, "tokenizer": spec.tokenizer, "adapter": adapter_path,
+            "adapter_weights": file_digest(adapter_path) if adapter_path and Path(adapter_path).is_dir() else None,
+            "data_fingerprint": data.fingerprint, "manifest_hash": data.split["manifest_hash"]}
+
+
+def scoring_identity(cfg: EvalConfig) -> dict[str, Any]:
+    judge = {k: v for k, v in to_dict(cfg)["judge"].items() if k != "batch_size"}
+    bert = {k: v for k, v in to_dict(cfg)["bertscore"].items() if k not in ("batch_size", "device")}
+    return {"judge": judge, "bertscore": bert}
+
+
+class RunFolder:
+    def __init__(self, path: Path, prediction_hash: str, scoring_hash: str, overwrite: bool):
+        self.path = path
+        self.predictions = path / "predictions.jsonl"
+        self.scores = path / "scores.jsonl"
+        path.mkdir(parents=True, exist_ok=True)
+        run_file = path / "run.json"
+        if run_file.exists():
+            known = json.loads(run_file.read_text())
+            if known.get("prediction_hash") != prediction_hash:
+                if not overwrite:
+                    raise ValueError(
+                        f"{path} holds a run with another configuration (hash {known.get('prediction_hash')}, this "
+                        f"one {prediction_hash}); pass overwrite=true to start over, or choose another output=")
+                for stale in (self.predictions, self.scores, path / "results.json"):
+                    stale.unlink(missing_ok=True)
+            elif known.get("scoring_hash") != scoring_hash and self.scores.exists():
+                print(f"note: judge/BERTScore settings changed; the old scores in {self.scores} are discarded")
+                self.scores.unlink()
+        write_json_atomic(run_file, {"format": RESULTS_FORMAT, "prediction_hash": prediction_hash,
+                                     "scoring_hash": scoring_hash})
+
+    def done_predictions(self) -> dict[str, dict]:
+        return {r["id"]: r for r in read_jsonl(self.predictions)}
+
+    def done_scores(self) -> dict[str, dict]:
+        merged: dict[str, dict] = {}
+        for line in read_jsonl(self.scores):
+            merged.setdefault(line["id"], {}).update({k: v for k, v in line.items() if k != "id"})
+        return merged
+
+
+def _chunks(items: list, size: int) -> Iterable[list]:
+    for start in range(0, len(items), size):
+        yield items[start:start + size]
+
+
+def _progress(total: int, desc: str, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="inst", disable=not enabled or total == 0)
+
+
+class LazyBackend:
+    """The backend, started only when a prediction is actually missing (a resumed run that only needs
+    judging or a report never starts an engine)."""
+
+    def __init__(self, cfg: EvalConfig, spec: ModelSpec, backend=None):
+        self.cfg, self.spec, self.backend, self.owned = cfg, spec, backend, backend is None
+
+    def get(self):
+        if self.backend is None:
+            self.backend = make_backend(self.cfg, self.spec)
+        return self.backend
+
+    def describe(self, folder: Path) -> dict[str, Any]:
+        """The backend's description, kept beside the predictions it made."""
+        saved = folder / "backend.json"
+        if self.backend is not None:
+            write_json_atomic(saved, self.backend.describe())
+        return json.loads(saved.read_text()) if saved.exists() else {"backend": self.cfg.backend}
+
+    def close(self) -> None:
+        if self.owned and self.backend is not None:
+            self.backend.close()
+
+
+def run_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalData, backend: LazyBackend,
+                scorers: list) -> dict:
+    identity = prediction_identity(cfg, spec, variant, data)
+    folder = RunFolder(variant.output, config_hash(identity), config_hash(scoring_identity(cfg)), cfg.overwrite)
+    done = folder.done_predictions()
+    todo = [inst for task in cfg.tasks for inst in data.instances[task] if inst.id not in done]
+    chunk = cfg.chunk or DEFAULT_CHUNK[cfg.backend] or cfg.batch_size
+    with _progress(len(todo), f"{variant.name}: predict", cfg.progress) as bar:
+        for part in _chunks(todo, chunk):
+            records = predict(backend.get(), part, protocol=cfg.protocol, mode=cfg.mode, adapter=variant.adapter,
+                              max_tokens=cfg.max_new_tokens, constrained=cfg.constrained, rank_score=cfg.rank_score)
+            append_jsonl(folder.predictions, records)
+            done.update((r["id"], r) for r in records)
+            bar.update(len(part))
+    instances = {inst.id: inst for task in cfg.tasks for inst in data.instances[task]}
+    records = [done[i] for i in instances]
+    scores = folder.done_scores()
+    for scorer in scorers:
+        todo_records = [r for r in records if r["task"] in ("er", "vp") and scorer.key not in scores.get(r["id"], {})]
+        with _progress(len(todo_records), f"{variant.name}: {scorer.name}", cfg.progress) as bar:
+            for part in _chunks(todo_records, scorer.chunk):
+                lines = scorer.score(part, instances, records)
+                append_jsonl(folder.scores, lines)
+                for line in lines:
+                    scores.setdefault(line["id"], {}).update({k: v for k, v in line.items() if k != "id"})
+                bar.update(len(part))
+    for record in records:
+        record["scores"] = {**record.get("scores", {}), **scores.get(record["id"], {})}
+    return write_results(cfg, spec, variant, data, backend.describe(folder.path), identity, folder, records)
+
+
+class BertScoreStage:
+    name, key, chunk = "bertscore", "bertscore_f1", 256
+
+    def __init__(self, cfg: EvalConfig):
+        self.cfg = cfg.bertscore
+        self.metric = None
+
+    def score(self, part: list[dict], instances: dict, records: list[dict]) -> list[dict]:
+        from .bertscore import BertScore, texts
+
+        if self.metric is None:  # loaded on first use; idf weights come from all references of the run
+            refs = [texts(r["task"], r["gold"], r["prediction"])[1] for r in records if r["task"] in ("er", "vp")]
+            self.metric = BertScore(self.cfg.model, self.cfg.num_layers, self.cfg.idf, self.cfg.rescale,
+                                    self.cfg.batch_size, self.cfg.device, idf_sentences=refs)
+        pairs = [texts(r["task"], r["gold"], r["prediction"]) for r in part]
+        values = self.metric.f1([c for c, _ in pairs], [ref for _, ref in pairs])
+        return [{"id": r["id"], "bertscore_f1": v, "bertscore_model": self.metric.settings["model"]}
+                for r, v in zip(part, values)]
+
+
+class JudgeStage:
+    name, key = "judge", "judge_status"
+
+    def __init__(self, cfg: EvalConfig, backend=None):
+        from .judge import Judge
+
+        self.cfg = cfg.judge
+        self.chunk = 64
+        self._backend = backend
+        self._judge_cls = Judge
+        self.judge = None
+
+    def score(self, part: list[dict], instances: dict, records: list[dict]) -> list[dict]:
+        if self.judge is None:
+            backend = self._backend or make_judge_backend(self.cfg)
+            self.judge = self._judge_cls(backend, model=self.cfg.model, vp_scale=self.cfg.vp_scale,
+                                         max_new_tokens=self.cfg.max_new_tokens)
+        return self.judge.judge(part, instances)
+
+
+def make_judge_backend(judge) -> Any:
+    cfg = EvalConfig(model=judge.model, backend=judge.backend, base_url=judge.base_url,
+                     api_key_env=judge.api_key_env, batch_size=judge.batch_size, progress=False)
+    return make_backend(cfg, resolve_model(cfg))
+
+
+def make_scorers(cfg: EvalConfig, judge_backend=None) -> list:
+    scorers: list = []
+    if cfg.bertscore.model.lower() != "none":
+        scorers.append(BertScoreStage(cfg))
+    if cfg.judge.backend != "none" or judge_backend is not None:
+        scorers.append(JudgeStage(cfg, judge_backend))
+    return scorers
+
+
+def write_results(cfg, spec, variant, data, backend_info, identity, folder, records) -> dict:
+    aggregates = {task: aggregate(task, [r for r in records if r["task"] == task], label_spaces(task))
+                  for task in cfg.tasks}
+    results = {
+        "format": RESULTS_FORMAT,
+        "label": variant.name if variant.adapter else Path(spec.model).name or spec.model,
+        "output_dir": str(folder.path),
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "config": to_dict(cfg),
+        "prediction_hash": config_hash(identity),
+        "scoring_hash": config_hash(scoring_identity(cfg)),
+        "model": {"base": spec.model, "tokenizer": spec.tokenizer, "adapter": identity["adapter"],
+                  "adapter_weights": identity["adapter_weights"], "training_provenance": variant.provenance},
+        "backend": backend_info,
+        "versions": versions(),
+        "git_commit": git_commit(),
+        "seed": cfg.seed,
+        "data": {"source": data.source, "fingerprint": data.fingerprint, "notes": data.notes},
+        "split": data.split,
+        "counts": {task: {scope: {"n": agg["n"], "parse_failures": agg["parse_failures"]}
+                          for scope, agg in aggregates[task].items()} for task in cfg.tasks},
+        "aggregates": aggregates,
+        "table5": {scope: table5_row(aggregates, scope) for scope in ("couple", "family", "both")},
+        "records": records,
+    }
+    write_json_atomic(folder.path / "results.json", results)
+    return results
+
+
+def run(cfg: EvalConfig, *, backend=None, judge_backend=None) -> list[dict]:
+    """Evaluate every variant (base and/or adapters) of ``cfg``; returns the results documents.
+    ``backend``/``judge_backend`` replace the configured ones (tests, or reuse of a started engine)."""
+    spec = resolve_model(cfg)
+    data = load_instances(cfg)
+    lazy = LazyBackend(cfg, spec, backend)
+    try:
+        scorers = make_scorers(cfg, judge_backend)
+        return [run_variant(cfg, spec, v, data, lazy, scorers) for v in variants(cfg, spec)]
+    finally:
+        lazy.close()

@@ -1,0 +1,132 @@
+"""The evaluation runner on the tiny model: results document, resume after a kill, run identity, splits,
+adapters (bare PEFT folder and training run folder)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from evaluation_helpers import Counting, make_adapter
+
+from rescue_train.evaluation.backends.hf import HFBackend
+from rescue_train.evaluation.config import load_config, resolve_model
+from rescue_train.evaluation.runner import load_instances, read_jsonl, run
+from rescue_train.training.tiny import tiny_model_path
+
+FAST = ["model=tiny", "bertscore=none", "progress=false", "max_new_tokens=3", "limit=2"]
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return str(tiny_model_path())
+
+
+@pytest.fixture(scope="module")
+def hf(tiny):
+    return HFBackend(tiny)
+
+
+def test_results_document_sft_all_tasks(hf, tmp_path):
+    cfg = load_config(FAST + [f"output={tmp_path}"])
+    (results,) = run(cfg, backend=hf)
+    assert [r["task"] for r in results["records"]] == ["itp"] * 2 + ["rpp"] * 2 + ["stp"] * 2 + ["ssp"] * 2 + \
+        ["er"] * 2 + ["vp"] * 2
+    for key in ("config", "prediction_hash", "versions", "git_commit", "split", "data", "aggregates", "table5"):
+        assert key in results
+    assert results["split"]["scheme"] == "none" and len(results["split"]["manifest_hash"]) == 16
+    assert results["data"]["source"] == "bundled" and results["data"]["fingerprint"]
+    record = results["records"][0]
+    assert set(record) >= {"id", "task", "scenario", "unit", "sample_id", "gold", "prediction", "parse_status",
+                           "raw", "prompt_hash", "scores"}
+    # A 3-token answer of a random model never parses: each one is counted as a wrong answer, none dropped.
+    failures = sum(r["parse_status"] == "failed" for r in results["records"])
+    assert results["counts"]["itp"]["both"]["n"] == 2
+    assert sum(results["counts"][t]["both"]["parse_failures"] for t in results["counts"]) == failures
+    on_disk = json.loads((tmp_path / "results.json").read_text())
+    assert on_disk["records"] == results["records"]
+
+
+def test_rank_records_are_full_rankings_by_loglik(hf, tmp_path):
+    cfg = load_config(FAST + [f"output={tmp_path}", "protocol=rank", "tasks=[rpp,ssp,er]"])
+    (results,) = run(cfg, backend=hf)
+    for record in results["records"]:
+        if record["task"] == "er":
+            assert record["protocol"] == "sft" and record["raw"] is not None
+            continue
+        loglik = record["loglik"]
+        assert sorted(record["prediction"]) == sorted(loglik) and len(loglik) >= 6
+        values = [loglik[label] for label in record["prediction"]]
+        assert values == sorted(values, reverse=True) and all(v < 0 for v in values)
+        assert record["parse_status"] == "ok" and record["raw"] is None
+        rank = record["prediction"].index(record["gold"]) + 1
+        assert record["scores"]["mrr"] == (1 / rank if rank <= 3 else 0.0)
+
+
+def test_killed_run_resumes_without_recomputing(hf, tmp_path):
+    args = FAST + [f"output={tmp_path}", "tasks=[itp,stp]", "limit=3", "batch_size=2"]
+    # chunk = batch_size = 2 instances per step; die on the third backend call.
+    killed = Counting(hf, fail_after_calls=2)
+    with pytest.raises(KeyboardInterrupt):
+        run(load_config(args), backend=killed)
+    assert killed.generated == 4
+    saved = read_jsonl(tmp_path / "predictions.jsonl")
+    assert len(saved) == 4
+    with (tmp_path / "predictions.jsonl").open("a") as handle:  # the kill also tore a line mid-write
+        handle.write('{"id": "half a rec')
+    again = Counting(hf)
+    (results,) = run(load_config(args), backend=again)
+    assert again.generated == 2  # only the 2 unfinished instances
+    assert [r["id"] for r in results["records"][:4]] == [r["id"] for r in saved]
+    assert len(results["records"]) == 6 and len(read_jsonl(tmp_path / "predictions.jsonl")) == 6
+    untouched = Counting(hf)
+    run(load_config(args), backend=untouched)
+    assert untouched.calls == 0
+
+
+def test_other_config_in_same_folder_is_refused(hf, tmp_path):
+    run(load_config(FAST + [f"output={tmp_path}", "tasks=[itp]"]), backend=hf)
+    with pytest.raises(ValueError, match="another configuration"):
+        run(load_config(FAST + [f"output={tmp_path}", "tasks=[itp]", "protocol=paper"]), backend=hf)
+    (results,) = run(load_config(FAST + [f"output={tmp_path}", "tasks=[itp]", "protocol=paper", "overwrite=true"]),
+                     backend=hf)
+    assert {r["protocol"] for r in results["records"]} == {"paper"}
+
+
+def test_kfold_split_keeps_only_the_test_fold(tmp_path):
+    manifest = tmp_path / "split_manifest.json"
+    cfg = load_config(["model=tiny", "split=kfold", "test_fold=1", f"manifest={manifest}", "tasks=[itp,er]"])
+    data = load_instances(cfg)
+    saved = json.loads(manifest.read_text())
+    test_units = {u for u, fold in saved["assignment"].items() if fold == 1}
+    assert data.split["manifest_hash"] == saved["hash"] and data.split["test_fold"] == 1
+    units = {i.unit for task in data.instances.values() for i in task}
+    assert units and units <= test_units
+    everything = load_instances(load_config(["model=tiny", "tasks=[itp,er]"]))
+    assert sum(map(len, everything.instances.values())) > sum(map(len, data.instances.values()))
+
+
+@pytest.mark.slow
+def test_adapter_changes_rankings_and_run_folders_resolve(tiny, tmp_path):
+    bare = make_adapter(tiny, tmp_path / "bare")
+    run_dir = tmp_path / "run"
+    make_adapter(tiny, run_dir / "adapter", seed=1)
+    (run_dir / "provenance.json").write_text(json.dumps({"base_model": tiny}))
+    # No model= given: the base comes from the run folder's provenance.
+    cfg = load_config(["bertscore=none", "progress=false", "limit=3", "protocol=rank", "tasks=[rpp]",
+                       f"adapter=[{bare},{run_dir}]", "include_base=true", f"output={tmp_path / 'out'}"])
+    spec = resolve_model(cfg)
+    assert spec.model == tiny and spec.adapters == {"bare": str(bare), "run": str(run_dir / "adapter")}
+    base, first, second = run(cfg)
+    assert base["output_dir"].endswith("out/base") and first["output_dir"].endswith("out/bare")
+    assert first["model"]["adapter"] == str(bare) and second["model"]["training_provenance"] == {"base_model": tiny}
+    for adapted in (first, second):
+        diffs = [abs(a["loglik"][k] - b["loglik"][k]) for a, b in zip(base["records"], adapted["records"])
+                 for k in a["loglik"]]
+        assert max(diffs) > 0.1
+    # The base rows equal a plain run of the model without any adapter loaded.
+    (plain,) = run(load_config(["model=tiny", "bertscore=none", "progress=false", "limit=3", "protocol=rank",
+                                "tasks=[rpp]", f"output={tmp_path / 'plain'}"]))
+    for a, b in zip(base["records"], plain["records"]):
+        assert all(math.isclose(a["loglik"][k], b["loglik"][k], abs_tol=1e-4) for k in a["loglik"])
