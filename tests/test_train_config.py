@@ -119,3 +119,12 @@ def test_training_data_is_the_fold_without_its_test_split(tmp_path):
         by_task[task] = by_task.get(task, 0.0) + weight
     assert by_task == pytest.approx({t: 1 / 6 for t in cfg.tasks})
     assert data.meta["manifest_hash"] == json.loads((tmp_path / "data" / "split_manifest.json").read_text())["hash"]
+
+
+@pytest.mark.parametrize("name", ["single_gpu", "multi_gpu", "fsdp", "zero3"])
+def test_accelerate_configs_load(name):
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    config = load_config_from_file(str(ROOT / "configs" / "accelerate" / f"{name}.yaml"))
+    assert config.distributed_type.value == {"single_gpu": "NO", "multi_gpu": "MULTI_GPU", "fsdp": "FSDP",
+                                             "zero3": "DEEPSPEED"}[name]

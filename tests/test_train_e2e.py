@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -138,3 +139,18 @@ def test_packed_instances_do_not_attend_to_each_other():
         alone = [model(input_ids=torch.tensor([ids])).logits[0] for ids in (first, second)]
     assert torch.allclose(together[:5], alone[0], atol=1e-5)
     assert torch.allclose(together[5:], alone[1], atol=1e-5)
+
+
+@pytest.mark.slow
+def test_two_process_cpu_ddp_splits_the_batches(tmp_path):
+    """--multi_gpu with 2 CPU processes is real DDP (gloo) only because the trainer sets use_cpu; rank 0
+    converts the data while rank 1 waits, and each step consumes 2 ranks x 2 instances."""
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2",
+           "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "train.py", "recipe=itp_lora",
+           *FAST, "train.eval_steps=0", f"output_dir={tmp_path}"]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=dict(os.environ))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    prov = json.loads((tmp_path / "provenance.json").read_text())
+    assert prov["status"] == "finished" and prov["global_step"] == 2
+    # an epoch is ceil(n / (2 ranks x 2)) steps; a single process would need ceil(n / 2)
+    assert prov["metrics"]["epoch"] == pytest.approx(2 / math.ceil(prov["data"]["train_instances"] / 4))

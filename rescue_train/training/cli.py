@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Sequence
 
@@ -45,5 +46,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, FileNotFoundError, DataError) as exc:
         print(f"rescue-train train: error: {exc}", file=sys.stderr)
         return 2
-    print(f"adapter: {run_dir / 'adapter'}")
+    if os.environ.get("RANK", "0") == "0":  # one line per run, not per accelerate process
+        print(f"adapter: {run_dir / 'adapter'}")
     return 0
