@@ -174,6 +174,9 @@ def find_adapter(folder: Path) -> tuple[Path, dict[str, Any]]:
     provenance = json.loads(provenance_file.read_text()) if provenance_file.exists() else {}
     if (folder / "adapter_config.json").exists():
         return folder, provenance
+    named = folder / str(provenance.get("adapter", ""))
+    if provenance.get("adapter") and (named / "adapter_config.json").exists():
+        return named, provenance
     found = sorted(folder.rglob("adapter_config.json"), key=lambda p: (len(p.parts), str(p)))
     if not found:
         raise ValueError(f"adapter {folder}: no adapter_config.json in it or below it (is it a LoRA run?)")
