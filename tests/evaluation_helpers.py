@@ -60,3 +60,75 @@ class Counting:
 
     def close(self):
         pass
+
+
+class FakeOpenAIServer:
+    """A real local HTTP server speaking the OpenAI chat-completions protocol, with answers that depend on
+    the request: judge prompts are graded by comparing predicted and reference emotion, task prompts get a
+    fixed well-formed answer (the first candidate for closed-set questions). ``fail_first`` requests get a
+    500 (to exercise the client's retries); prompts containing ``REJECT`` get a 400."""
+
+    def __init__(self, fail_first: int = 0):
+        import json
+        import re
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.requests: list[dict] = []
+        self.fail_first = fail_first
+        server = self
+
+        def answer(content: str) -> str:
+            if "Reference emotion:" in content:
+                ref = re.search(r"Reference emotion: (.*)", content).group(1)
+                pred = re.search(r"Predicted emotion: (.*)", content).group(1)
+                return json.dumps({"score": 5 if ref == pred else 2, "reason": "compared"})
+            if "Reference viewpoints" in content:
+                if "source_target_score" in content:
+                    return 'Grades: {"source_target_score": 1, "viewpoint_score": 3, "reason": "close"}'
+                return '{"score": 3, "reason": "partly"}'
+            if '"intensity"' in content or "predicted_intensity_score" in content:
+                return '{"emotion": "feels hurt", "intensity": 5}'
+            if "viewpoint" in content:
+                return '{"viewpoints": [{"target": "Therapist", "viewpoint": "she does not listen"}]}'
+            match = re.search(r"Candidates: ([^,\n]+)", content)
+            return match.group(1).strip() if match else "no idea"
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                body["_auth"] = self.headers.get("Authorization")
+                server.requests.append(body)
+                content = body["messages"][-1]["content"]
+                if len(server.requests) <= server.fail_first:
+                    self._send(500, {"error": {"message": "try again"}})
+                elif "REJECT" in content:
+                    self._send(400, {"error": {"message": "content filter"}})
+                else:
+                    self._send(200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                                     "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                                         "role": "assistant", "content": answer(content)}}]})
+
+            def _send(self, status, payload):
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.send_header("retry-after-ms", "10")  # keep the client's backoff short in tests
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()

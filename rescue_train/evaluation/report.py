@@ -126,7 +126,9 @@ def plot(results: dict[str, Any], out: Path) -> list[Path]:
                 written.append(_save(fig, out / f"{stem}_{task}_{scenario}_recall.png"))
             gold = [r["gold"] for r in records]
             pred = [top1(r["prediction"]) for r in records]
-            shown = labels + ([NO_ANSWER] if NO_ANSWER in pred else [])
+            # Labels outside the taxonomy (other data versions) still get a row; unparsed answers a column.
+            shown = list(dict.fromkeys(labels + gold + [p for p in pred if p != NO_ANSWER]))
+            shown += [NO_ANSWER] if NO_ANSWER in pred else []
             fig, ax = plt.subplots(figsize=(1.0 + 0.55 * len(shown), 1.0 + 0.55 * len(shown)))
             ConfusionMatrixDisplay.from_predictions(gold, pred, labels=shown, ax=ax, colorbar=False,
                                                     xticks_rotation="vertical")
