@@ -19,6 +19,7 @@ import datetime as dt
 import hashlib
 import json
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -316,8 +317,10 @@ def make_scorers(cfg: EvalConfig, judge_backend=None) -> list:
 
 
 def write_results(cfg, spec, variant, data, backend_info, identity, folder, records) -> dict:
-    aggregates = {task: aggregate(task, [r for r in records if r["task"] == task], label_spaces(task))
-                  for task in cfg.tasks}
+    with warnings.catch_warnings():  # predictions outside the gold classes are expected, not a problem
+        warnings.filterwarnings("ignore", message="y_pred contains classes not in y_true")
+        aggregates = {task: aggregate(task, [r for r in records if r["task"] == task], label_spaces(task))
+                      for task in cfg.tasks}
     results = {
         "format": RESULTS_FORMAT,
         "label": variant.name if variant.adapter else Path(spec.model).name or spec.model,
