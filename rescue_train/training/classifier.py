@@ -135,9 +135,9 @@ class TorchSettings:
     lora_alpha: int = 16
     lora_dropout: float = 0.0
     bf16: bool = False
-    gradient_checkpointing: bool = False
     crt_steps: int = 100
     crt_lr: Optional[float] = None  # None: the same as lr
+    threads: Optional[int] = None  # CPU threads for torch (None: its default); 1 is fastest for tiny models
     extra: Dict[str, Any] = field(default_factory=dict)  # passed to TrainingArguments
 
 
@@ -260,8 +260,7 @@ def _trainer(model, tok, dataset, loss_fn, settings: TorchSettings, steps: int, 
         learning_rate=lr, weight_decay=settings.weight_decay, warmup_steps=settings.warmup_steps,
         logging_steps=max(1, steps // 10), save_strategy="no", eval_strategy="no", report_to="none",
         use_cpu=not torch.cuda.is_available(), bf16=settings.bf16, seed=seed, data_seed=seed,
-        remove_unused_columns=False, disable_tqdm=True, dataloader_num_workers=0,
-        gradient_checkpointing=settings.gradient_checkpointing, **settings.extra)
+        remove_unused_columns=False, disable_tqdm=True, dataloader_num_workers=0, **settings.extra)
     return BalancedTrainer(model=model, args=args, train_dataset=dataset, processing_class=tok,
                            data_collator=_collator(tok))
 
@@ -301,6 +300,8 @@ def fit_predict_torch(splits: dict[str, Split], space: LabelSpace, strategy: Str
     from transformers import set_seed
 
     set_seed(seed)
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
     tok = _tokenizer(settings)
     model = _model(settings, tok, space)
     train = splits["train"]

@@ -161,7 +161,7 @@ def _ranked(row: dict, scores: np.ndarray, space: LabelSpace) -> tuple[list[str]
 
 
 def run_one(config: CompareConfig, rows, manifest, space: LabelSpace, strategy_name: str, fold: int, seed: int,
-            work_dir: Path) -> dict:
+            work_dir: Path, cache: dict) -> dict:
     """Train and predict one (strategy, fold, seed); returns the JSON-ready run record."""
     strategy = balance.STRATEGIES[strategy_name]
     splits = fold_splits(rows, manifest.roles(fold), space)
@@ -172,7 +172,7 @@ def run_one(config: CompareConfig, rows, manifest, space: LabelSpace, strategy_n
     if config.backend == "sklearn":
         from .sklearn_path import fit_predict_sklearn
 
-        out = fit_predict_sklearn(splits, space, strategy, config.sklearn, config.balance, seed)
+        out = fit_predict_sklearn(splits, space, strategy, config.sklearn, config.balance, seed, cache)
     else:
         from .classifier import fit_predict_torch
 
@@ -207,7 +207,7 @@ def run_all(config: CompareConfig, out: Path, rows, manifest, space: LabelSpace,
 
     folds = config.folds if config.folds is not None else list(range(manifest.k))
     jobs = [(s, f, seed) for s in config.strategies for f in folds for seed in config.seeds]
-    records = []
+    records, cache = [], {}
     for strategy, fold, seed in tqdm(jobs, desc=f"compare {config.task} ({config.backend})", unit="run"):
         path = out / "runs" / strategy / f"fold{fold}_seed{seed}.json"
         if path.exists():
@@ -217,7 +217,7 @@ def run_all(config: CompareConfig, out: Path, rows, manifest, space: LabelSpace,
                                  f"{run_hash}); use another out_dir")
         else:
             record = {"run_hash": run_hash, **run_one(config, rows, manifest, space, strategy, fold, seed,
-                                                     out / "work")}
+                                                     out / "work", cache)}
             write_json_atomic(path, record)
         records.append(record)
     return records

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from sklearn.linear_model import LogisticRegression
+from threadpoolctl import threadpool_limits
 
 from . import balance
 from .balance import Strategy
@@ -26,13 +28,16 @@ from .classifier import BalanceSettings, LabelSpace, Split, training_indices
 
 @dataclass
 class SklearnSettings:
-    max_features: int = 50000
+    max_features: int = 20000
     ngram_max: int = 2
-    min_df: int = 1
+    min_df: int = 2
     sublinear_tf: bool = True
     C: float = 1.0
     max_iter: int = 2000
     smote_neighbors: int = 5
+    # BLAS threads while fitting: these small sparse fits are fastest on one, and several threads fighting
+    # other processes for 2 cores made a comparison 4x slower. Raise it for large data on many cores.
+    threads: int = 1
 
 
 def _smote(X, y: np.ndarray, k: int, seed: int) -> tuple[Any, np.ndarray, list[int]]:
@@ -62,21 +67,8 @@ def _logits(model, X, n_classes: int, mask: np.ndarray) -> np.ndarray:
     return np.where(mask, full, -np.inf)
 
 
-def fit_predict_sklearn(splits: dict[str, Split], space: LabelSpace, strategy: Strategy, settings: SklearnSettings,
-                        balance_settings: BalanceSettings, seed: int) -> dict[str, Any]:
-    """Fit on ``splits['train']`` under ``strategy``; return masked logits for validation and test."""
-    from sklearn.feature_extraction.text import TfidfVectorizer
-    from sklearn.linear_model import LogisticRegression
-
-    train = splits["train"]
-    n_classes = len(space)
-    counts = train.counts(n_classes)
-    if (counts > 0).sum() < 2:
-        raise ValueError(f"the training fold has {(counts > 0).sum()} class(es); a classifier needs at least two")
-    vectorizer = TfidfVectorizer(max_features=settings.max_features, ngram_range=(1, settings.ngram_max),
-                                 min_df=settings.min_df, sublinear_tf=settings.sublinear_tf)
-    X = vectorizer.fit_transform(train.texts)
-    y = train.y
+def _fit(X, y: np.ndarray, counts: np.ndarray, strategy: Strategy, settings: SklearnSettings,
+         balance_settings: BalanceSettings, seed: int):
     info: dict[str, Any] = {}
     if strategy.sampling == "smote":
         X, y, info["smote_skipped_singleton_classes"] = _smote(X, y, settings.smote_neighbors, seed)
@@ -85,16 +77,47 @@ def fit_predict_sklearn(splits: dict[str, Split], space: LabelSpace, strategy: S
         X, y = X[index], y[index]
     weights = balance.class_weights(strategy, counts, balance_settings.beta)
     model = LogisticRegression(C=settings.C, max_iter=settings.max_iter, random_state=seed)
-    model.fit(X, y, sample_weight=None if weights is None else weights[y])
+    with threadpool_limits(settings.threads):
+        model.fit(X, y, sample_weight=None if weights is None else weights[y])
+    return model, {"sampled_training_examples": int(len(y)), **info}
+
+
+def fit_predict_sklearn(splits: dict[str, Split], space: LabelSpace, strategy: Strategy, settings: SklearnSettings,
+                        balance_settings: BalanceSettings, seed: int, cache: dict | None = None) -> dict[str, Any]:
+    """Fit on ``splits['train']`` under ``strategy``; return masked logits for validation and test.
+
+    ``cache`` (a dict kept by the caller for one comparison) shares what does not depend on the strategy
+    or seed: the TF-IDF features of a fold, and the fitted model of strategies that differ only after
+    fitting (lbfgs is deterministic, so without resampling the seed does not change the fit)."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    cache = {} if cache is None else cache
+    train = splits["train"]
+    n_classes = len(space)
+    counts = train.counts(n_classes)
+    if (counts > 0).sum() < 2:
+        raise ValueError(f"the training fold has {(counts > 0).sum()} class(es); a classifier needs at least two")
+    fold_key = tuple(r["id"] for role in ("train", "validation", "test") for r in splits[role].rows)
+    if ("features", fold_key) not in cache:
+        vectorizer = TfidfVectorizer(max_features=settings.max_features, ngram_range=(1, settings.ngram_max),
+                                     min_df=settings.min_df, sublinear_tf=settings.sublinear_tf)
+        cache[("features", fold_key)] = (vectorizer.fit_transform(train.texts), {
+            role: vectorizer.transform(splits[role].texts) for role in ("validation", "test") if len(splits[role])})
+    X, held_out = cache[("features", fold_key)]
+    model_key = ("model", fold_key, strategy.weights)
+    if not strategy.sampling and model_key in cache:
+        model, info = cache[model_key]
+    else:
+        model, info = _fit(X, train.y, counts, strategy, settings, balance_settings, seed)
+        if not strategy.sampling:  # only fits without resampling are shared (by other strategies and seeds)
+            cache[model_key] = (model, info)
     shift = np.zeros(n_classes)
     if strategy.loss in ("logit_adjusted", "balanced_softmax"):
         tau = balance_settings.tau if strategy.loss == "logit_adjusted" else 1.0
         shift = -tau * balance.log_prior(counts)
-    result: dict[str, Any] = {"sampled_training_examples": int(len(y)), **info}
+    result: dict[str, Any] = dict(info)
     for role in ("validation", "test"):
         split = splits[role]
-        if len(split):
-            result[role] = _logits(model, vectorizer.transform(split.texts), n_classes, split.mask) + shift
-        else:
-            result[role] = np.zeros((0, n_classes))
+        result[role] = _logits(model, held_out[role], n_classes, split.mask) + shift if len(split) \
+            else np.zeros((0, n_classes))
     return result

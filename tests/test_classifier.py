@@ -1,0 +1,126 @@
+"""The label space with masking, data checks, strategy losses over training, and both training paths on a
+small synthetic text problem."""
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from rescue_train.training import balance
+from rescue_train.training.classifier import (BalanceSettings, LabelSpace, Split, TorchSettings, _head, _model,
+                                              _tokenizer, fit_predict_torch, load_cls_rows, make_loss,
+                                              training_indices)
+from rescue_train.training.sklearn_path import SklearnSettings, fit_predict_sklearn
+
+COUPLE = ["pursue_withdraw", "repair_softening", "mixed_transition"]
+FAMILY = ["cooperative_family_alliance", "repair_softening"]
+
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Tiny models run fastest on one thread, and far slower when two threads compete with other test
+    processes on a 2-core machine; restore the setting afterwards."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+def row(i: int, scenario: str, label: str, text: str | None = None) -> dict:
+    names = COUPLE if scenario == "couple" else FAMILY
+    return {"id": f"s{i}::rpp::row{i}", "task": "rpp", "scenario": scenario, "unit": f"u{i % 4}",
+            "sample_id": f"s{i}", "text": text or f"{label} words here", "label": label, "label_names": names}
+
+
+def test_label_space_keys_classes_by_scenario_and_masks_other_scenarios():
+    rows = [row(0, "family", "repair_softening"), row(1, "couple", "pursue_withdraw")]
+    space = LabelSpace.from_rows(rows)
+    assert space.names == ["couple:pursue_withdraw", "couple:repair_softening", "couple:mixed_transition",
+                           "family:cooperative_family_alliance", "family:repair_softening"]
+    split = Split.of(rows, space)
+    assert split.y.tolist() == [4, 0]
+    assert split.mask.tolist() == [[False, False, False, True, True], [True, True, True, False, False]]
+    assert split.counts(len(space)).tolist() == [1, 0, 0, 0, 1]
+
+
+def test_load_cls_rows_names_the_instance_whose_label_is_not_a_candidate(tmp_path):
+    import datasets
+
+    bad = row(7, "couple", "attack_attack")
+    datasets.DatasetDict({"train": datasets.Dataset.from_list([row(1, "couple", "pursue_withdraw"), bad])}
+                         ).save_to_disk(str(tmp_path / "rpp" / "cls"))
+    with pytest.raises(ValueError, match=r"instance s7::rpp::row7: label 'attack_attack' is not among"):
+        load_cls_rows(tmp_path, "rpp")
+    with pytest.raises(FileNotFoundError, match="rescue-train convert"):
+        load_cls_rows(tmp_path, "ssp")
+
+
+def test_deferred_reweighting_switches_weights_on_at_drw_start():
+    logits, targets = torch.tensor([[2.0, 0.0], [0.0, 0.0]]), torch.tensor([0, 1])
+    settings = BalanceSettings(beta=0.5, ldam_max_margin=0.5, drw_start=0.8)
+    loss = make_loss(balance.STRATEGIES["ldam_drw"], np.array([16, 1]), settings)
+    # margins (0.25, 0.5); before 0.8 of training unweighted, then effective-number weights
+    # beta=0.5, counts (16, 1): raw (0.5/(1-0.5^16), 1) -> scaled to sum 2: (0.66667, 1.33333).
+    l1, l2 = math.log(1 + math.exp(-1.75)), math.log(1 + math.exp(0.5))
+    assert loss(logits, targets, 0.5).item() == pytest.approx((l1 + l2) / 2, abs=1e-6)
+    raw = np.array([0.5 / (1 - 0.5 ** 16), 1.0])
+    w = raw * 2 / raw.sum()
+    assert loss(logits, targets, 0.8).item() == pytest.approx((w[0] * l1 + w[1] * l2) / w.sum(), abs=1e-6)
+
+
+def test_training_indices_per_sampling_strategy():
+    y = np.array([0, 0, 0, 1])
+    assert training_indices(balance.STRATEGIES["none"], y, 10, 0).tolist() == [0, 1, 2, 3]
+    assert np.bincount(y[training_indices(balance.STRATEGIES["oversample"], y, 10, 0)]).tolist() == [3, 3]
+    assert len(training_indices(balance.STRATEGIES["sqrt_sampling"], y, 10, 0)) == 10
+
+
+def _synthetic_splits():
+    """Couple classes told apart by one keyword; 'mixed_transition' is rare (2 of 26 training rows)."""
+    plan = [("couple", "pursue_withdraw", "chase")] * 16 + [("couple", "repair_softening", "sorry")] * 8 + \
+        [("couple", "mixed_transition", "shift")] * 2 + [("family", "cooperative_family_alliance", "together")] * 4 + \
+        [("family", "repair_softening", "mend")] * 4
+    rows = [row(i, sc, label, f"the {word} moment number {i}") for i, (sc, label, word) in enumerate(plan)]
+    space = LabelSpace.from_rows(rows)
+    test = [row(100 + i, "couple", label, f"the {word} moment")
+            for i, (label, word) in enumerate(zip(COUPLE, ("chase", "sorry", "shift")))]
+    return {"train": Split.of(rows, space), "validation": Split.of(test, space), "test": Split.of(test, space)}, space
+
+
+def test_sklearn_path_masks_other_scenarios_and_applies_strategies():
+    splits, space = _synthetic_splits()
+    settings, bal = SklearnSettings(min_df=1), BalanceSettings()
+    cache: dict = {}
+    plain = fit_predict_sklearn(splits, space, balance.STRATEGIES["none"], settings, bal, 0, cache)
+    assert np.isneginf(plain["test"][:, 3:]).all() and np.isfinite(plain["test"][:, :3]).all()
+    assert plain["test"][:, :3].argmax(1).tolist() == [0, 1, 2]  # the keyword decides
+    # logit-adjusted training of a linear model = the plain fit with logits shifted by -tau*log(pi).
+    adjusted = fit_predict_sklearn(splits, space, balance.STRATEGIES["logit_adjusted"], settings,
+                                   BalanceSettings(tau=2.0), 0, cache)
+    prior = balance.log_prior(splits["train"].counts(len(space)))
+    assert adjusted["test"][:, :3] == pytest.approx(plain["test"][:, :3] - 2.0 * prior[:3])
+    over = fit_predict_sklearn(splits, space, balance.STRATEGIES["oversample"], settings, bal, 0, cache)
+    assert over["sampled_training_examples"] == 16 * 5  # five classes, each up to the largest (16)
+    smote = fit_predict_sklearn(splits, space, balance.STRATEGIES["smote"], settings, bal, 0, cache)
+    assert smote["sampled_training_examples"] == 16 * 5 and smote["smote_skipped_singleton_classes"] == []
+
+
+def test_tiny_bert_head_is_found_and_torch_path_returns_masked_logits(tmp_path):
+    splits, space = _synthetic_splits()
+    settings = TorchSettings(model="tiny-bert", max_length=32, steps=3, batch_size=4, crt_steps=2)
+    tok = _tokenizer(settings)
+    model = _model(settings, tok, space)
+    assert _head(model, len(space)) is model.classifier
+    out = fit_predict_torch(splits, space, balance.STRATEGIES["crt"], settings, BalanceSettings(), 0, tmp_path)
+    assert len(out["train_loss"]) == 2  # the plain stage, then the re-trained head
+    assert out["test"].shape == (3, 5) and np.isneginf(out["test"][:, 3:]).all()
+    assert np.isfinite(out["test"][:, :3]).all()

@@ -1,0 +1,178 @@
+"""``rescue-train compare``: configuration, metrics by hand, unit bootstrap and paired tests, and end-to-end
+runs on the bundled data (scikit-learn path, tiny torch models), with resuming."""
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+import json
+
+import numpy as np
+import pytest
+from sklearn.metrics import balanced_accuracy_score, f1_score
+
+from rescue_train.training import compare
+from rescue_train.training.classifier import LabelSpace
+from rescue_train.training.compare import (EvalSettings, Predictions, batch_metrics, frequency_groups, load_config,
+                                           scope_statistics)
+
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Tiny models run fastest on one thread, and far slower when two threads compete with other test
+    processes on a 2-core machine; restore the setting afterwards."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+def test_load_config_merges_recipe_and_overrides_and_always_compares_against_none():
+    config = load_config(["recipe=rpp_cls", "strategies=[posthoc_la,oversample]", "seeds=[0,1]", "sklearn.C=0.5"])
+    assert (config.task, config.backend, config.recipe) == ("rpp", "sklearn", "rpp_cls")
+    assert config.strategies == ["none", "posthoc_la", "oversample"]
+    assert config.seeds == [0, 1] and config.sklearn.C == 0.5
+    assert config.out_dir == "runs/compare/rpp_cls-sklearn"
+    assert "smote" in load_config(["recipe=ssp_cls"]).strategies
+    assert "crt" in load_config(["recipe=ssp_cls", "backend=torch"]).strategies
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["recipe=rpp_cls", "strategies=[focal]"], "do not apply to backend=sklearn"),
+    (["recipe=rpp_cls", "sklearn.nope=1"], "bad compare setting"),
+    (["recipe=no_such_recipe"], "no recipe 'no_such_recipe'"),
+    (["recipe=rpp_cls", "task=er"], "not a closed-set task"),
+    (["recipe=rpp_cls", "oops"], "key=value"),
+])
+def test_load_config_rejects_bad_settings_clearly(argv, message):
+    with pytest.raises((ValueError, FileNotFoundError), match=message):
+        load_config(argv)
+
+
+def test_metrics_from_a_hand_computed_confusion():
+    # gold (0, 0, 1, 2), predicted (0, 1, 1, 1), gold ranks (1, 2, 1, 3); classes 0/1/2 are head/medium/tail.
+    # recall (1/2, 1, 0); precision (1, 1/3, 0); F1 (2/3, 1/2, 0).
+    gold, pred, rank = np.array([0, 0, 1, 2]), np.array([0, 1, 1, 1]), np.array([1, 2, 1, 3])
+    m = batch_metrics(gold, pred[None, None], rank[None, None], np.ones((1, 4)), 3, np.array([0, 1, 2]))
+    expected = {"accuracy": 0.5, "macro_f1": (2 / 3 + 1 / 2) / 3, "balanced_accuracy": 0.5,
+                "weighted_f1": (2 * 2 / 3 + 1 / 2) / 4, "mrr": (1 + 1 / 2 + 1 + 1 / 3) / 4,
+                "head_recall": 0.5, "medium_recall": 1.0, "tail_recall": 0.0}
+    assert {k: float(v[0]) for k, v in m.items()} == pytest.approx(expected)
+    assert expected["macro_f1"] == pytest.approx(f1_score(gold, pred, average="macro"))
+    assert expected["balanced_accuracy"] == pytest.approx(balanced_accuracy_score(gold, pred))
+
+
+def test_bootstrap_weights_equal_duplicated_instances_and_seeds_are_averaged():
+    gold, pred = np.array([0, 0, 1, 2]), np.array([0, 1, 1, 1])
+    groups = np.array([0, 0, 2])
+    weighted = batch_metrics(gold, pred[None, None], np.ones((1, 1, 4)), np.array([[2.0, 0, 1, 1]]), 3, groups)
+    copied = batch_metrics(np.array([0, 0, 1, 2]), np.array([[[0, 0, 1, 1]]]), np.ones((1, 1, 4)),
+                           np.ones((1, 4)), 3, groups)
+    assert {k: float(v[0]) for k, v in weighted.items() if k != "medium_recall"} == pytest.approx(
+        {k: float(v[0]) for k, v in copied.items() if k != "medium_recall"})
+    assert np.isnan(weighted["medium_recall"][0])  # no medium class: nan, reported as None
+    # Two seeds: accuracy 1/4 and 3/4 -> mean 1/2.
+    two = batch_metrics(gold, np.array([[[0, 1, 0, 0]], [[0, 0, 1, 0]]]), np.ones((2, 1, 4)), np.ones((1, 4)), 3, groups)
+    assert two["accuracy"][0] == pytest.approx(0.5)
+
+
+def test_frequency_groups_use_shares_within_each_scenario():
+    space = LabelSpace([("couple", "a"), ("couple", "b"), ("couple", "c"), ("family", "d"), ("family", "e")])
+    counts = {"couple:a": 70, "couple:b": 22, "couple:c": 8, "family:d": 1, "family:e": 9}
+    assert frequency_groups(counts, space, 0.2, 0.1) == {
+        "couple:a": "head", "couple:b": "head", "couple:c": "tail", "family:d": "medium", "family:e": "head"}
+
+
+def _strategies(n_units: int, per_unit: int):
+    gold = np.zeros(n_units * per_unit, dtype=int)
+    right = Predictions(gold, np.zeros((1, len(gold)), dtype=int), np.ones((1, len(gold))))
+    wrong = Predictions(gold, np.ones((1, len(gold)), dtype=int), np.full((1, len(gold)), 2.0))
+    units = np.repeat([f"u{i}" for i in range(n_units)], per_unit)
+    return right, wrong, units
+
+
+def test_paired_permutation_test_over_units():
+    right, wrong, units = _strategies(10, 3)
+    settings = EvalSettings(bootstrap=200, permutations=999, stats_seed=0)
+    stats = scope_statistics({"none": wrong, "better": right, "same": wrong}, units, 2, np.array([0, 2]), settings)
+    better = stats["better"]["vs_none"]["accuracy"]
+    # Only "swap no unit" and "swap every unit" (2 of 2^10 patterns) reach |difference| = 1: p ~ 3/1000.
+    assert better["difference"] == 1.0 and better["p_value"] < 0.02 and better["ci"] == [1.0, 1.0]
+    same = stats["same"]["vs_none"]["accuracy"]
+    assert same["difference"] == 0.0 and same["p_value"] == 1.0
+    assert stats["none"]["estimate"]["accuracy"] == 0.0 and stats["none"]["ci"]["accuracy"] == [0.0, 0.0]
+
+
+def test_bootstrap_resamples_units_not_rows():
+    # Unit u0 holds 9 correct rows, unit u1 one wrong row: a unit resample is all-u0 (acc 1), all-u1 (acc 0)
+    # or mixed (acc 0.9); rows resampled would give many other values.
+    gold = np.zeros(10, dtype=int)
+    pred = np.array([0] * 9 + [1])
+    p = Predictions(gold, pred[None], np.where(pred == 0, 1.0, 2.0)[None])
+    units = np.array(["u0"] * 9 + ["u1"])
+    settings = EvalSettings(bootstrap=400, permutations=0, confidence=0.95)
+    stats = scope_statistics({"none": p}, units, 2, np.array([0, 2]), settings)
+    assert stats["none"]["estimate"]["accuracy"] == pytest.approx(0.9)
+    assert stats["none"]["ci"]["accuracy"] == [0.0, 1.0]
+
+
+def _run(tmp_path, *extra):
+    argv = ["recipe=rpp_cls", f"out_dir={tmp_path / 'cmp'}", "evaluation.bootstrap=100",
+            "evaluation.permutations=100", *extra]
+    assert compare.main(argv) == 0
+    return json.loads((tmp_path / "cmp" / "results.json").read_text())
+
+
+@pytest.mark.slow
+def test_sklearn_compare_on_bundled_data_writes_everything_and_resumes(tmp_path):
+    results = _run(tmp_path, "strategies=[inverse_freq,posthoc_la,oversample]")
+    out = tmp_path / "cmp"
+    assert list(results["strategies"]) == ["none", "inverse_freq", "posthoc_la", "oversample"]
+    assert results["folds"] == [0, 1, 2, 3, 4]
+    couple = results["scopes"]["couple"]
+    assert couple["n"] == 54 and couple["units"] == 5  # every couple RPP instance is tested once
+    for name, stats in couple["strategies"].items():
+        assert set(stats["estimate"]) == set(compare.HEADLINE)
+        low, high = stats["ci"]["macro_f1"]
+        assert low <= stats["estimate"]["macro_f1"] <= high
+        assert (name == "none") != ("vs_none" in stats)
+    assert set(results["per_class_recall_table"]["couple:pursue_withdraw"]) >= {"group", "none", "oversample"}
+    provenance = results["provenance"]
+    assert provenance["manifest_hash"] and provenance["versions"]["scikit-learn"] and provenance["run_hash"]
+    assert results["strategies"]["posthoc_la"]["taus"]  # chosen on each validation fold
+    for png in results["plots"]:
+        assert (out / png).read_bytes()[:4] == b"\x89PNG"
+    assert "| posthoc_la |" in (out / "results.md").read_text()
+    # Resume: finished runs are read back, only the new strategy is trained.
+    finished = out / "runs" / "none" / "fold0_seed0.json"
+    stamp = finished.stat().st_mtime_ns
+    again = _run(tmp_path, "strategies=[inverse_freq,posthoc_la,oversample,sqrt_sampling]")
+    assert finished.stat().st_mtime_ns == stamp and (out / "runs" / "sqrt_sampling" / "fold4_seed0.json").exists()
+    assert again["scopes"]["couple"]["strategies"]["none"] == couple["strategies"]["none"]
+    # Settings that change a run's result refuse to mix.
+    with pytest.raises(ValueError, match=r"other settings \(changed: \['sklearn'\]\)"):
+        _run(tmp_path, "sklearn.C=3.0")
+
+
+@pytest.mark.slow
+def test_torch_compare_with_tiny_encoder_on_bundled_data(tmp_path):
+    results = _run(tmp_path, "backend=torch", "strategies=[ldam_drw,crt,posthoc_la]", "folds=[0,1]",
+                   "torch.steps=3", "torch.batch_size=4", "torch.crt_steps=2", "torch.max_length=128", "plots=false")
+    assert list(results["strategies"]) == ["none", "ldam_drw", "crt", "posthoc_la"]
+    assert results["folds"] == [0, 1] and "plots" not in results
+    run = json.loads((tmp_path / "cmp" / "runs" / "crt" / "fold1_seed0.json").read_text())
+    assert len(run["backend_info"]["train_loss"]) == 2
+    record = run["predictions"][0]
+    assert record["parse_status"] == "ok" and sorted(record["prediction"]) == sorted(record["label_scores"])
+
+
+@pytest.mark.slow
+def test_torch_compare_with_tiny_decoder_and_lora(tmp_path):
+    results = _run(tmp_path, "backend=torch", "strategies=[balanced_softmax]", "folds=[0]", "torch.model=tiny",
+                   "torch.lora=true", "torch.steps=2", "torch.batch_size=2", "torch.max_length=96", "plots=false",
+                   "recipe=ssp_cls")
+    assert results["task"] == "ssp" and set(results["strategies"]) == {"none", "balanced_softmax"}
