@@ -130,3 +130,26 @@ def test_adapter_changes_rankings_and_run_folders_resolve(tiny, tmp_path):
                                 "tasks=[rpp]", f"output={tmp_path / 'plain'}"]))
     for a, b in zip(base["records"], plain["records"]):
         assert all(math.isclose(a["loglik"][k], b["loglik"][k], abs_tol=1e-4) for k in a["loglik"])
+
+
+def test_split_run_uses_the_training_runs_held_out_fold(tiny, tmp_path):
+    from rescue_train.data import load_samples
+    from rescue_train.data.splits import make_manifest
+    from rescue_train.evaluation.config import use_run_split
+
+    run_dir = tmp_path / "run"
+    make_adapter(tiny, run_dir / "adapter")
+    manifest = make_manifest(load_samples("bundled"), "kfold", 5, 0)
+    manifest.save(run_dir / "data" / "split_manifest.json")
+    (run_dir / "config.yaml").write_text("data:\n  scheme: kfold\n  test_fold: 2\n")
+    (run_dir / "provenance.json").write_text(json.dumps(
+        {"base_model": tiny, "adapter": "adapter", "split_manifest": "data/split_manifest.json"}))
+    cfg = load_config([f"adapter={run_dir}", "split=run", "tasks=[ssp]"])
+    use_run_split(cfg, resolve_model(cfg))
+    assert (cfg.split, cfg.test_fold, cfg.manifest) == ("kfold", 2, str(run_dir / "data" / "split_manifest.json"))
+    data = load_instances(cfg)
+    assert data.split["manifest_hash"] == manifest.hash
+    assert {i.unit for i in data.instances["ssp"]} <= {u for u, f in manifest.assignment.items() if f == 2}
+    with pytest.raises(ValueError, match="training run folder"):
+        bare = load_config([f"adapter={run_dir / 'adapter'}", "model=tiny", "split=run"])
+        use_run_split(bare, resolve_model(bare))

@@ -52,7 +52,8 @@ class EvalConfig:
     context: Optional[int] = None  # -1 all prior rows, 0 none, k the last k (default per task)
     mode: str = "dialogue"
     data: str = "bundled"
-    split: str = "none"  # none = the whole benchmark is the test set (as the paper); kfold = a test fold
+    split: str = "none"  # none = the whole benchmark as test (as the paper); kfold = a test fold; run = the
+    # adapter's own training run's manifest and test fold (leak-free evaluation of a fold's adapter)
     manifest: Optional[str] = None  # split_manifest.json (from convert or a training run); made if absent
     folds: int = 5
     test_fold: int = 0
@@ -138,7 +139,7 @@ def validate(cfg: EvalConfig) -> None:
     choose("backend", cfg.backend, BACKENDS)
     choose("protocol", cfg.protocol, PROTOCOLS)
     choose("mode", cfg.mode, MODES)
-    choose("split", cfg.split, ("none", "kfold"))
+    choose("split", cfg.split, ("none", "kfold", "run"))
     choose("rank_score", cfg.rank_score, ("sum", "mean"))
     choose("judge.backend", cfg.judge.backend, ("none", *BACKENDS))
     choose("judge.vp_scale", cfg.judge.vp_scale, VP_SCALES)
@@ -163,6 +164,7 @@ class ModelSpec:
     adapters: dict[str, str]
     tokenizer: str | None
     provenance: dict[str, dict[str, Any]]  # adapter name -> its training provenance.json, when found
+    run_dirs: dict[str, str] = field(default_factory=dict)  # adapter name -> its training run folder
 
 
 def find_adapter(folder: Path) -> tuple[Path, dict[str, Any]]:
@@ -194,6 +196,7 @@ def _base_of(adapter_dir: Path, provenance: dict[str, Any]) -> str | None:
 def resolve_model(cfg: EvalConfig) -> ModelSpec:
     adapters: dict[str, str] = {}
     provenance: dict[str, dict[str, Any]] = {}
+    run_dirs: dict[str, str] = {}
     bases = []
     if cfg.backend == "openai":  # adapters are served models, addressed by name (vllm serve --lora-modules)
         if not cfg.model:
@@ -207,6 +210,8 @@ def resolve_model(cfg: EvalConfig) -> ModelSpec:
             name += "_"
         adapters[name] = str(adapter_dir.resolve())
         provenance[name] = prov
+        if prov:
+            run_dirs[name] = str(folder.resolve())
         bases.append(_base_of(adapter_dir, prov))
     model = cfg.model or next((b for b in bases if b), None)
     if not model:
@@ -218,7 +223,30 @@ def resolve_model(cfg: EvalConfig) -> ModelSpec:
     tokenizer = cfg.tokenizer
     if tokenizer is None and cfg.backend != "openai":
         tokenizer = next((p for p in adapters.values() if (Path(p) / "tokenizer_config.json").exists()), None)
-    return ModelSpec(model, adapters, tokenizer, provenance)
+    return ModelSpec(model, adapters, tokenizer, provenance, run_dirs)
+
+
+def use_run_split(cfg: EvalConfig, spec: ModelSpec) -> None:
+    """split=run: evaluate on the test fold the adapter's training run held out, with its manifest."""
+    from omegaconf import OmegaConf
+
+    runs = {(spec.provenance[n].get("split_manifest"), d) for n, d in spec.run_dirs.items()}
+    if not runs:
+        raise ValueError("split=run needs adapter= to be a training run folder (with provenance.json)")
+    folds = set()
+    for manifest, run_dir in runs:
+        run_config = Path(run_dir) / "config.yaml"
+        if not manifest or not run_config.exists():
+            raise ValueError(f"split=run: {run_dir} lacks a split manifest or config.yaml")
+        data = OmegaConf.load(run_config).get("data", {})
+        folds.add((str(Path(run_dir) / manifest), data.get("test_fold", 0), data.get("scheme", "kfold")))
+    if len({(f[1], f[2]) for f in folds}) > 1:
+        raise ValueError(f"split=run: the adapters were trained with different test folds {sorted(folds)}; "
+                         "evaluate them separately")
+    manifest, fold, scheme = sorted(folds)[0]
+    if scheme != "kfold":
+        raise ValueError(f"split=run: the run used split scheme {scheme!r}; only kfold runs hold out a test fold")
+    cfg.split, cfg.manifest, cfg.test_fold = "kfold", manifest, int(fold)
 
 
 def make_backend(cfg: EvalConfig, spec: ModelSpec):

@@ -29,7 +29,7 @@ from ..data.splits import SplitManifest, check_leakage, make_manifest
 from ..provenance import config_hash, git_commit, versions, write_json_atomic
 from ..tasks import TASKS, BuildOptions, Instance, build
 from ..data.splits import assign_units
-from .config import RUNTIME_KEYS, EvalConfig, ModelSpec, make_backend, resolve_model, to_dict
+from .config import RUNTIME_KEYS, EvalConfig, ModelSpec, make_backend, resolve_model, to_dict, use_run_split
 from .metrics import aggregate, table5_row
 from .protocols import predict
 
@@ -351,6 +351,11 @@ def run(cfg: EvalConfig, *, backend=None, judge_backend=None) -> list[dict]:
     """Evaluate every variant (base and/or adapters) of ``cfg``; returns the results documents.
     ``backend``/``judge_backend`` replace the configured ones (tests, or reuse of a started engine)."""
     spec = resolve_model(cfg)
+    if cfg.split == "run":
+        use_run_split(cfg, spec)
+    elif cfg.split == "none" and spec.run_dirs:
+        print("warning: split=none evaluates on the whole benchmark, including what the adapter was trained on; "
+              "split=run evaluates on the run's held-out test fold")
     data = load_instances(cfg)
     lazy = LazyBackend(cfg, spec, backend)
     try:
