@@ -110,42 +110,46 @@ class HFBackend(Backend):
 
     def loglikelihood(self, requests: Sequence[tuple[Messages, Sequence[str]]], *,
                       adapter: str | None = None) -> list[list[Scored]]:
-        """The prompt is run once; its KV cache is copied to every candidate, which then costs only its own
-        few tokens (a closed-set instance: one prompt pass plus one short batched pass)."""
+        """Prompts are run once, in batches; each prompt's KV cache row is copied to its candidates, which
+        then cost only their own few tokens: a batch of closed-set instances takes two forward passes."""
         import torch
 
-        results = []
+        encoded = [self.encoder.scoring_ids(messages, answers) for messages, answers in requests]
+        results: list[list[Scored]] = [[] for _ in requests]
         with self._use(adapter), torch.inference_mode():
-            for messages, answers in requests:
-                prompt, continuations = self.encoder.scoring_ids(messages, answers)
-                results.append(self._score_one(prompt, continuations))
+            for batch in self._batches([len(p) for p, _ in encoded]):
+                for i, scores in zip(batch, self._score_batch([encoded[i] for i in batch])):
+                    results[i] = scores
         return results
 
-    def _score_one(self, prompt: list[int], continuations: list[list[int]]) -> list[Scored]:
+    def _score_batch(self, items: list[tuple[list[int], list[list[int]]]]) -> list[list[Scored]]:
         import torch
 
-        ids = torch.tensor([prompt], device=self.device)
-        out = self.model(input_ids=ids, use_cache=True, logits_to_keep=1)
-        first = torch.log_softmax(out.logits[0, -1].float(), dim=-1)  # predicts every answer's first token
-        n, width = len(continuations), max(len(c) for c in continuations)
-        if any(len(c) == 0 for c in continuations):
+        if any(len(c) == 0 for _, conts in items for c in conts):
             raise ValueError("an answer encoded to no tokens; cannot score it")
-        if width == 1:
-            return [Scored(first[c[0]].item(), 1) for c in continuations]
-        cache = out[self._cache_arg]
-        cache.batch_repeat_interleave(n)
-        pad = self.encoder.tokenizer.pad_token_id
-        cand = torch.tensor([c + [pad] * (width - len(c)) for c in continuations], device=self.device)
-        mask = torch.tensor([[1] * (len(prompt) + len(c)) + [0] * (width - len(c)) for c in continuations],
-                            device=self.device)
-        positions = torch.arange(len(prompt), len(prompt) + width, device=self.device).expand(n, -1)
-        logits = self.model(input_ids=cand, attention_mask=mask, position_ids=positions,
-                            use_cache=False, **{self._cache_arg: cache}).logits
-        rest = torch.log_softmax(logits[:, :-1].float(), dim=-1)  # position t predicts answer token t + 1
-        scores = []
-        for j, c in enumerate(continuations):
-            total = first[c[0]].item()
+        ids, mask = self._left_pad([p for p, _ in items])
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
+                         use_cache=True, logits_to_keep=1)
+        first = torch.log_softmax(out.logits[:, -1].float(), dim=-1)  # predicts each answer's first token
+        rows = [b for b, (_, conts) in enumerate(items) for _ in conts]
+        conts = [c for _, cs in items for c in cs]
+        width = max(len(c) for c in conts)
+        rest = None
+        if width > 1:
+            cache = out[self._cache_arg]
+            cache.batch_select_indices(torch.tensor(rows, device=self.device))  # one cache row per candidate
+            pad = self.encoder.tokenizer.pad_token_id
+            cand = torch.tensor([c + [pad] * (width - len(c)) for c in conts], device=self.device)
+            cand_mask = torch.tensor([[1] * len(c) + [0] * (width - len(c)) for c in conts], device=self.device)
+            start = torch.tensor([len(items[b][0]) for b in rows], device=self.device).unsqueeze(-1)
+            logits = self.model(input_ids=cand, attention_mask=torch.cat([mask[rows], cand_mask], dim=-1),
+                                position_ids=start + torch.arange(width, device=self.device),
+                                use_cache=False, **{self._cache_arg: cache}).logits
+            rest = torch.log_softmax(logits[:, :-1].float(), dim=-1)  # position t predicts answer token t + 1
+        scores: list[list[Scored]] = [[] for _ in items]
+        for j, (b, c) in enumerate(zip(rows, conts)):
+            total = first[b, c[0]].item()
             if len(c) > 1:
                 total += rest[j, :len(c) - 1].gather(-1, cand[j, 1:len(c)].unsqueeze(-1)).sum().item()
-            scores.append(Scored(total, len(c)))
+            scores[b].append(Scored(total, len(c)))
         return scores

@@ -92,21 +92,28 @@ class VLLMBackend(Backend):
 
     def loglikelihood(self, requests: Sequence[tuple[Messages, Sequence[str]]], *,
                       adapter: str | None = None) -> list[list[Scored]]:
+        """Candidates are scored through ordinary one-token requests that read the prefix cache: one request
+        per distinct answer prefix (the empty one included) asks for the log-probabilities of the next tokens
+        the candidates continue with. vLLM's ``prompt_logprobs`` would recompute the whole prompt for every
+        candidate, as it bypasses the prefix cache."""
         from vllm import SamplingParams, TokensPrompt
 
-        pieces = []  # (request, prompt length, full ids)
-        for r, (messages, answers) in enumerate(requests):
-            prompt, continuations = self.encoder.scoring_ids(messages, answers)
-            pieces += [(r, len(prompt), prompt + cont) for cont in continuations]
-        # max_tokens=1: vLLM must generate something; the one token is ignored.
-        params = SamplingParams(temperature=0.0, max_tokens=1, prompt_logprobs=0)
-        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=ids) for _, _, ids in pieces], params,
-                                    lora_request=self._lora(adapter), use_tqdm=self.progress)
-        results: list[list[Scored]] = [[] for _ in requests]
-        for (r, start, ids), out in zip(pieces, outputs):
-            total = sum(out.prompt_logprobs[i][ids[i]].logprob for i in range(start, len(ids)))
-            results[r].append(Scored(total, len(ids) - start))
-        return results
+        encoded = [self.encoder.scoring_ids(messages, answers) for messages, answers in requests]
+        next_tokens: dict[tuple[int, tuple[int, ...]], set[int]] = {}
+        for r, (_, continuations) in enumerate(encoded):
+            for cont in continuations:
+                if not cont:
+                    raise ValueError("an answer encoded to no tokens; cannot score it")
+                for k, token in enumerate(cont):
+                    next_tokens.setdefault((r, tuple(cont[:k])), set()).add(token)
+        keys = list(next_tokens)
+        inputs = [TokensPrompt(prompt_token_ids=encoded[r][0] + list(prefix)) for r, prefix in keys]
+        params = [SamplingParams(temperature=0.0, max_tokens=1, logprobs=len(next_tokens[key]),
+                                 logprob_token_ids=sorted(next_tokens[key])) for key in keys]
+        outputs = self.llm.generate(inputs, params, lora_request=self._lora(adapter), use_tqdm=self.progress)
+        table = {key: out.outputs[0].logprobs[0] for key, out in zip(keys, outputs)}
+        return [[Scored(sum(table[(r, tuple(cont[:k]))][token].logprob for k, token in enumerate(cont)), len(cont))
+                 for cont in continuations] for r, (_, continuations) in enumerate(encoded)]
 
     def close(self) -> None:
         # Free the engine's memory and worker processes before another engine starts in this process.
