@@ -88,7 +88,8 @@ class VLLMBackend(Backend):
                                  structured_outputs=StructuredOutputsParams(**c) if c else None)
                   for n, c in zip(max_new_tokens, constraints)]
         outputs = self.llm.generate(inputs, params, lora_request=self._lora(adapter), use_tqdm=self.progress)
-        return [o.outputs[0].text for o in outputs]
+        # Decoded by the same code as the hf backend (vLLM's own text holds back incomplete UTF-8 bytes).
+        return [self.encoder.decode(o.outputs[0].token_ids) for o in outputs]
 
     def loglikelihood(self, requests: Sequence[tuple[Messages, Sequence[str]]], *,
                       adapter: str | None = None) -> list[list[Scored]]:
