@@ -28,8 +28,9 @@ def hf(tiny):
     return HFBackend(tiny)
 
 
-def test_results_document_sft_all_tasks(hf, tmp_path):
-    cfg = load_config(FAST + [f"output={tmp_path}"])
+@pytest.mark.parametrize("protocol", ["sft", "paper", "rank"])
+def test_results_document_all_tasks(hf, tmp_path, protocol):
+    cfg = load_config(FAST + [f"output={tmp_path}", f"protocol={protocol}"])
     (results,) = run(cfg, backend=hf)
     assert [r["task"] for r in results["records"]] == ["itp"] * 2 + ["rpp"] * 2 + ["stp"] * 2 + ["ssp"] * 2 + \
         ["er"] * 2 + ["vp"] * 2
@@ -42,6 +43,7 @@ def test_results_document_sft_all_tasks(hf, tmp_path):
                            "raw", "prompt_hash", "scores"}
     # A 3-token answer of a random model never parses: each one is counted as a wrong answer, none dropped.
     failures = sum(r["parse_status"] == "failed" for r in results["records"])
+    assert failures == (4 if protocol == "rank" else 12)  # rank: only ER and VP are generated
     assert results["counts"]["itp"]["both"]["n"] == 2
     assert sum(results["counts"][t]["both"]["parse_failures"] for t in results["counts"]) == failures
     on_disk = json.loads((tmp_path / "results.json").read_text())
@@ -107,7 +109,6 @@ def test_kfold_split_keeps_only_the_test_fold(tmp_path):
     assert sum(map(len, everything.instances.values())) > sum(map(len, data.instances.values()))
 
 
-@pytest.mark.slow
 def test_adapter_changes_rankings_and_run_folders_resolve(tiny, tmp_path):
     bare = make_adapter(tiny, tmp_path / "bare")
     run_dir = tmp_path / "run"
