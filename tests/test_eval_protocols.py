@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -63,7 +64,9 @@ def test_config_errors_are_clear():
         load_config(["tasks=[itp,xyz]"])
     with pytest.raises(ValueError, match="key=value"):
         load_config(["tiny"])
-    cfg = load_config(["tasks=er", "judge=none", "bertscore=none"])
+    cfg = load_config([f"config={Path(__file__).parents[1] / 'configs/eval/vllm_gpu.yaml'}", "tasks=er", "judge=none", "bertscore=none",
+                       "max_model_len=4096"])
+    assert (cfg.backend, cfg.split, cfg.max_model_len, cfg.dtype) == ("vllm", "run", 4096, "bfloat16")
     assert cfg.tasks == ["er"] and cfg.judge.backend == "none" and cfg.bertscore.model == "none"
 
 

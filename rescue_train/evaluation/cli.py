@@ -48,6 +48,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(_summary(results))
             print(f"  -> {results['output_dir']}/results.json")
         return 0
-    except (DataError, ValueError, FileNotFoundError) as exc:
+    except (DataError, ValueError, OSError) as exc:  # OSError: a model or file that cannot be read
         print(f"rescue-train eval: error: {exc}", file=sys.stderr)
         return 2
