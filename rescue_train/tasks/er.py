@@ -14,7 +14,7 @@ import re
 from typing import Any, Sequence
 
 from ..data.schema import Sample
-from .base import BuildOptions, BuildResult, Instance, Parsed, count, evenly_spaced, find_json, instance_id, window
+from .base import BuildOptions, BuildResult, Instance, Parsed, count, find_json
 from .generation import GenerationTask, first_value
 
 _WORD = re.compile(r"[A-Za-z0-9']+")
@@ -40,7 +40,6 @@ class EmotionRecognition(GenerationTask):
 
     def build(self, samples: Sequence[Sample], units: dict[str, str], options: BuildOptions) -> BuildResult:
         result = BuildResult([])
-        k = self.context_size(options)
         for sample in samples:
             n = len(sample.rows)
             first_kept_row = min(n - 1, math.ceil(options.er_discard_fraction * n)) + 1 if n > 1 else 1
@@ -60,18 +59,8 @@ class EmotionRecognition(GenerationTask):
                     count(result.excluded, sample.scenario, f"in the first {options.er_discard_fraction:.0%} of rows")
                 else:
                     candidates.append((row, gold))
-            picked = evenly_spaced(candidates, options.checkpoints_per_sample, single="first")
-            count(result.excluded, sample.scenario, "not among the evenly spaced checkpoints",
-                  len(candidates) - len(picked))
-            for row, gold in picked:
-                result.instances.append(Instance(
-                    id=instance_id(sample.sample_id, self.name, row.row_index),
-                    task=self.name, sample_id=sample.sample_id, unit=units[sample.sample_id],
-                    scenario=sample.scenario, row_index=row.row_index, context=window(row.row_index, k),
-                    current=row.row_index, candidates=(),
-                    gold={"emotion": gold.description, "intensity": gold.intensity_0_10},
-                    given=(("speaker", row.speaker),), sample=sample,
-                ))
+            self.add_checkpoints(result, sample, units[sample.sample_id], candidates, options,
+                                 lambda e: {"emotion": e.description, "intensity": e.intensity_0_10})
         return result
 
     def instruction(self, inst: Instance, fmt: str) -> str:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Callable, Sequence
 
-from .base import Instance, Task
+from ..data.schema import Row, Sample
+from .base import BuildOptions, BuildResult, Instance, Task, count, evenly_spaced, instance_id, window
 
 
 class GenerationTask(Task):
@@ -18,6 +19,22 @@ class GenerationTask(Task):
 
     def answer_payload(self, value: Any, fmt: str) -> dict[str, Any]:
         raise NotImplementedError
+
+    def add_checkpoints(self, result: BuildResult, sample: Sample, unit: str, candidates: Sequence[tuple[Row, Any]],
+                        options: BuildOptions, gold: Callable[[Any], Any]) -> None:
+        """Keep at most ``checkpoints_per_sample`` evenly spaced (row, gold item) candidates (the first one
+        when one is kept) as instances showing the row as the current turn."""
+        picked = evenly_spaced(candidates, options.checkpoints_per_sample, single="first")
+        count(result.excluded, sample.scenario, "not among the evenly spaced checkpoints",
+              len(candidates) - len(picked))
+        k = self.context_size(options)
+        for row, item in picked:
+            result.instances.append(Instance(
+                id=instance_id(sample.sample_id, self.name, row.row_index), task=self.name,
+                sample_id=sample.sample_id, unit=unit, scenario=sample.scenario, row_index=row.row_index,
+                context=window(row.row_index, k), current=row.row_index, candidates=(), gold=gold(item),
+                given=(("speaker", row.speaker),), sample=sample,
+            ))
 
 
 def first_value(payload: dict[str, Any], keys: tuple[str, ...]) -> Any:

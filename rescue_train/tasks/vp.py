@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..data.schema import Sample
-from .base import BuildOptions, BuildResult, Instance, Parsed, count, evenly_spaced, find_json, instance_id, window
+from .base import BuildOptions, BuildResult, Instance, Parsed, count, find_json
 from .generation import GenerationTask, first_value
 
 
@@ -20,7 +20,6 @@ class ViewpointPrediction(GenerationTask):
 
     def build(self, samples: Sequence[Sample], units: dict[str, str], options: BuildOptions) -> BuildResult:
         result = BuildResult([])
-        k = self.context_size(options)
         for sample in samples:
             candidates = []
             for row in sample.rows:
@@ -31,19 +30,9 @@ class ViewpointPrediction(GenerationTask):
                     candidates.append((row, gold))
                 elif row.viewpoints:
                     count(result.excluded, sample.scenario, "no speaker-matched viewpoint with target and text")
-            picked = evenly_spaced(candidates, options.checkpoints_per_sample, single="first")
-            count(result.excluded, sample.scenario, "not among the evenly spaced checkpoints",
-                  len(candidates) - len(picked))
-            for row, gold in picked:
-                result.instances.append(Instance(
-                    id=instance_id(sample.sample_id, self.name, row.row_index),
-                    task=self.name, sample_id=sample.sample_id, unit=units[sample.sample_id],
-                    scenario=sample.scenario, row_index=row.row_index, context=window(row.row_index, k),
-                    current=row.row_index, candidates=(),
-                    gold=[{"source": v.source, "target": v.target, "viewpoint": v.viewpoint,
-                           "attitude": v.attitude} for v in gold],
-                    given=(("speaker", row.speaker),), sample=sample,
-                ))
+            self.add_checkpoints(result, sample, units[sample.sample_id], candidates, options, lambda items: [
+                {"source": v.source, "target": v.target, "viewpoint": v.viewpoint, "attitude": v.attitude}
+                for v in items])
         return result
 
     def instruction(self, inst: Instance, fmt: str) -> str:
