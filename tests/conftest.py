@@ -18,3 +18,15 @@ def real_fixtures() -> Path:
     if not (FIXTURES / "real").is_dir():
         pytest.skip(f"real fixtures not found at {FIXTURES}")
     return FIXTURES
+
+
+@pytest.fixture()
+def one_torch_thread():
+    """Tiny models run fastest on one thread, and far slower when two threads compete with other test
+    processes on a 2-core machine; restore the setting afterwards."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -24,16 +24,7 @@ FAMILY = ["cooperative_family_alliance", "repair_softening"]
 
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Tiny models run fastest on one thread, and far slower when two threads compete with other test
-    processes on a 2-core machine; restore the setting afterwards."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def row(i: int, scenario: str, label: str, text: str | None = None) -> dict:
     names = COUPLE if scenario == "couple" else FAMILY

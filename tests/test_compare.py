@@ -20,16 +20,7 @@ from rescue_train.training.compare import (EvalSettings, Predictions, batch_metr
 
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Tiny models run fastest on one thread, and far slower when two threads compete with other test
-    processes on a 2-core machine; restore the setting afterwards."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def test_load_config_merges_recipe_and_overrides_and_always_compares_against_none():
     config = load_config(["recipe=rpp_cls", "strategies=[posthoc_la,oversample]", "seeds=[0,1]", "sklearn.C=0.5"])
