@@ -19,7 +19,6 @@ import datetime as dt
 import hashlib
 import json
 import os
-import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -27,7 +26,7 @@ from typing import Any, Iterable
 from ..data import load_benchmark, taxonomy
 from ..data.splits import SplitManifest, check_leakage, make_manifest
 from ..provenance import config_hash, git_commit, versions, write_json_atomic
-from ..tasks import TASKS, BuildOptions, Instance, build
+from ..tasks import BuildOptions, Instance, build
 from ..data.splits import assign_units
 from .config import RUNTIME_KEYS, EvalConfig, ModelSpec, make_backend, resolve_model, to_dict, use_run_split
 from .metrics import aggregate, table5_row
@@ -317,10 +316,8 @@ def make_scorers(cfg: EvalConfig, judge_backend=None) -> list:
 
 
 def write_results(cfg, spec, variant, data, backend_info, identity, folder, records) -> dict:
-    with warnings.catch_warnings():  # predictions outside the gold classes are expected, not a problem
-        warnings.filterwarnings("ignore", message="y_pred contains classes not in y_true")
-        aggregates = {task: aggregate(task, [r for r in records if r["task"] == task], label_spaces(task))
-                      for task in cfg.tasks}
+    aggregates = {task: aggregate(task, [r for r in records if r["task"] == task], label_spaces(task))
+                  for task in cfg.tasks}
     results = {
         "format": RESULTS_FORMAT,
         "label": variant.name if variant.adapter else Path(spec.model).name or spec.model,
