@@ -14,6 +14,7 @@ Accepted sources (``load_samples``):
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 from dataclasses import dataclass, field
@@ -125,6 +126,17 @@ def _fingerprint(samples: list[Sample], raw_digest: str | None) -> str:
 
 def load_benchmark(source: str | Path) -> Benchmark:
     """Load every sample of ``source``; raise :class:`DataError` on the first malformed value."""
+    # The records are acyclic, so the cyclic collector only burns time while millions of tuples are made.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _load(source)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _load(source: str | Path) -> Benchmark:
     notes: list[str] = []
     text = str(source)
     path = bundled_path() if text == BUNDLED else Path(source)
