@@ -294,8 +294,10 @@ def _head(model, n_classes: int):
 
 
 def fit_predict_torch(splits: dict[str, Split], space: LabelSpace, strategy: Strategy, settings: TorchSettings,
-                      balance_settings: BalanceSettings, seed: int, work_dir: Path) -> dict[str, Any]:
-    """Train on ``splits['train']`` under ``strategy``; return masked logits for validation and test."""
+                      balance_settings: BalanceSettings, seed: int, work_dir: Path,
+                      keep_model: bool = False) -> dict[str, Any]:
+    """Train on ``splits['train']`` under ``strategy``; return masked logits for validation and test, and
+    with ``keep_model`` the trained model and its tokenizer (under "fitted")."""
     import torch
     from transformers import set_seed
 
@@ -330,6 +332,9 @@ def fit_predict_torch(splits: dict[str, Split], space: LabelSpace, strategy: Str
         split = splits[role]
         result[role] = _logits(model, tok, _Encoded(encode(split), split.y, split.mask), settings.eval_batch_size) \
             if len(split) else np.zeros((0, len(space)), dtype=np.float32)
+    if keep_model:
+        result["fitted"] = {"model": model, "tokenizer": tok}
+        return result
     del model
     if torch.cuda.is_available():
         torch.cuda.empty_cache()

@@ -8,11 +8,13 @@ from typing import Sequence
 
 USAGE = """usage: rescue-train train recipe=NAME [key=value ...]
 
-Fine-tune a chat model with LoRA on RESCUE-Bench tasks. Recipes: {recipes}
+Fine-tune a chat model with LoRA on RESCUE-Bench tasks, or, with a *_cls recipe, train one class-balanced
+classifier. Recipes: {recipes}
 Examples:
   accelerate launch train.py recipe=ssp_lora model=tiny train.max_steps=20
   accelerate launch --config_file configs/accelerate/single_gpu.yaml train.py recipe=ssp_lora model=qwen2.5-7b-instruct
-Options are documented in docs/training.md; print the resolved config with --cfg.
+  rescue-train train recipe=rpp_cls strategy=logit_adjusted [backend=torch] [data.test_fold=0]
+Options are documented in docs/training.md and docs/classifiers.md; print the resolved config with --cfg.
 """
 
 
@@ -29,6 +31,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from omegaconf.errors import OmegaConfBaseException
 
         recipe, overrides = split_recipe([a for a in argv if a != "--cfg"])
+        if recipe.endswith("_cls"):  # a classifier recipe: no LoRA config; the classifier trainer takes over
+            from .classify_run import main as train_classifier
+
+            return train_classifier(argv)
         cfg = compose(recipe, overrides)
     except (ValueError, FileNotFoundError, HydraException, OmegaConfBaseException) as exc:
         print(f"rescue-train train: error: {exc}", file=sys.stderr)

@@ -88,8 +88,10 @@ def recipe_path(name: str) -> Path:
     raise FileNotFoundError(f"no recipe {name!r}: looked for recipes/{name}.yaml in {Path.cwd()} and {REPO_ROOT}")
 
 
-def load_config(argv: Sequence[str]) -> CompareConfig:
-    """Defaults <- recipe YAML <- key=value overrides (OmegaConf dot-list syntax, '+' prefixes allowed)."""
+def read_config(schema: type, argv: Sequence[str], what: str, ignore_in_recipe: Sequence[str] = ()):
+    """Defaults <- recipe YAML <- key=value overrides (OmegaConf dot-list syntax, '+' prefixes allowed), as an
+    instance of the dataclass ``schema``, with the task and backend checked. Shared by ``compare`` and the
+    classifier ``train`` command; ``ignore_in_recipe`` drops recipe keys that the schema does not have."""
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
@@ -99,21 +101,29 @@ def load_config(argv: Sequence[str]) -> CompareConfig:
         raise ValueError(f"arguments must be key=value overrides, got {bad}")
     cli = OmegaConf.from_dotlist(overrides)
     try:
-        cfg = OmegaConf.structured(CompareConfig)
+        cfg = OmegaConf.structured(schema)
         if cli.get("recipe"):
             path = recipe_path(str(cli.recipe))
-            cfg = OmegaConf.merge(cfg, OmegaConf.load(path))
+            recipe = OmegaConf.load(path)
+            for key in ignore_in_recipe:
+                recipe.pop(key, None)
+            cfg = OmegaConf.merge(cfg, recipe)
             cfg.recipe = path.stem
         cfg = OmegaConf.merge(cfg, cli)
-        config: CompareConfig = OmegaConf.to_object(cfg)
+        config = OmegaConf.to_object(cfg)
     except OmegaConfBaseException as exc:
-        raise ValueError(f"bad compare setting: {exc}".splitlines()[0]) from exc
+        raise ValueError(f"bad {what} setting: {exc}".splitlines()[0]) from exc
     from ..tasks import CLOSED_SET_TASKS
 
     if config.task not in CLOSED_SET_TASKS:
         raise ValueError(f"task {config.task!r} is not a closed-set task ({', '.join(CLOSED_SET_TASKS)})")
     if config.backend not in ("sklearn", "torch"):
         raise ValueError(f"backend must be sklearn or torch, got {config.backend!r}")
+    return config
+
+
+def load_config(argv: Sequence[str]) -> CompareConfig:
+    config: CompareConfig = read_config(CompareConfig, argv, "compare")
     names = config.strategies
     if names == "all" or names == ["all"]:
         names = balance.strategies_for(config.backend)
@@ -147,7 +157,7 @@ def prepare_data(config: CompareConfig, out: Path):
                               seed=config.data.split_seed, build=BuildOptions(**config.data.build)))
     manifest = SplitManifest.load(data_dir / "split_manifest.json")
     if manifest.scheme != "kfold":
-        raise ValueError(f"{data_dir}: compare needs a k-fold split manifest, found scheme {manifest.scheme!r}")
+        raise ValueError(f"{data_dir}: classifiers need a k-fold split manifest, found scheme {manifest.scheme!r}")
     meta_path = data_dir / "convert_meta.json"
     meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
     return load_cls_rows(data_dir, config.task), manifest, data_dir, meta
@@ -160,24 +170,31 @@ def _ranked(row: dict, scores: np.ndarray, space: LabelSpace) -> tuple[list[str]
     return ranking, {k: (v if np.isfinite(v) else None) for k, v in by_label.items()}
 
 
-def run_one(config: CompareConfig, rows, manifest, space: LabelSpace, strategy_name: str, fold: int, seed: int,
-            work_dir: Path, cache: dict) -> dict:
-    """Train and predict one (strategy, fold, seed); returns the JSON-ready run record."""
-    strategy = balance.STRATEGIES[strategy_name]
+def fold_data(rows, manifest, space: LabelSpace, fold: int) -> dict:
+    """train / validation / test splits of test fold ``fold`` (validation = the next fold)."""
     splits = fold_splits(rows, manifest.roles(fold), space)
     if not len(splits["train"]) or not len(splits["test"]):
         raise ValueError(f"test fold {fold}: {len(splits['train'])} training and {len(splits['test'])} test "
                          f"instances; every fold needs both (use fewer folds: data.k=...)")
+    return splits
+
+
+def run_one(config: CompareConfig, splits: dict, space: LabelSpace, strategy_name: str, fold: int, seed: int,
+            work_dir: Path, cache: dict, keep_model: bool = False) -> dict:
+    """Train and predict one (strategy, fold, seed); returns the JSON-ready run record. With ``keep_model``
+    the record also holds the fitted model under "fitted" (not JSON; for a caller that saves it)."""
+    strategy = balance.STRATEGIES[strategy_name]
     started = time.time()
     if config.backend == "sklearn":
         from .sklearn_path import fit_predict_sklearn
 
-        out = fit_predict_sklearn(splits, space, strategy, config.sklearn, config.balance, seed, cache)
+        out = fit_predict_sklearn(splits, space, strategy, config.sklearn, config.balance, seed, cache, keep_model)
     else:
         from .classifier import fit_predict_torch
 
-        out = fit_predict_torch(splits, space, strategy, config.torch, config.balance, seed, work_dir)
+        out = fit_predict_torch(splits, space, strategy, config.torch, config.balance, seed, work_dir, keep_model)
     test_logits, val_logits = out.pop("test"), out.pop("validation")
+    fitted = out.pop("fitted", None)
     counts = splits["train"].counts(len(space))
     record: dict[str, Any] = {"strategy": strategy_name, "fold": fold, "seed": seed, "tau": None}
     if strategy.posthoc == "tuned":
@@ -197,6 +214,8 @@ def run_one(config: CompareConfig, rows, manifest, space: LabelSpace, strategy_n
                             "parse_status": "ok", "raw": None, "label_scores": by_label})
     record.update(seconds=round(time.time() - started, 3), train_counts=dict(zip(space.names, counts.tolist())),
                   sizes={role: len(s) for role, s in splits.items()}, backend_info=out, predictions=predictions)
+    if keep_model:
+        record["fitted"] = fitted
     return record
 
 
@@ -216,8 +235,8 @@ def run_all(config: CompareConfig, out: Path, rows, manifest, space: LabelSpace,
                 raise ValueError(f"{path} was made with other settings (hash {record.get('run_hash')}, now "
                                  f"{run_hash}); use another out_dir")
         else:
-            record = {"run_hash": run_hash, **run_one(config, rows, manifest, space, strategy, fold, seed,
-                                                     out / "work", cache)}
+            splits = fold_data(rows, manifest, space, fold)
+            record = {"run_hash": run_hash, **run_one(config, splits, space, strategy, fold, seed, out / "work", cache)}
             write_json_atomic(path, record)
         records.append(record)
     return records

@@ -83,8 +83,11 @@ def _fit(X, y: np.ndarray, counts: np.ndarray, strategy: Strategy, settings: Skl
 
 
 def fit_predict_sklearn(splits: dict[str, Split], space: LabelSpace, strategy: Strategy, settings: SklearnSettings,
-                        balance_settings: BalanceSettings, seed: int, cache: dict | None = None) -> dict[str, Any]:
-    """Fit on ``splits['train']`` under ``strategy``; return masked logits for validation and test.
+                        balance_settings: BalanceSettings, seed: int, cache: dict | None = None,
+                        keep_model: bool = False) -> dict[str, Any]:
+    """Fit on ``splits['train']`` under ``strategy``; return masked logits for validation and test, and
+    with ``keep_model`` the fitted TF-IDF + logistic regression ``Pipeline`` and the logit shift that the
+    strategy adds to its logits (under "fitted").
 
     ``cache`` (a dict kept by the caller for one comparison) shares what does not depend on the strategy
     or seed: the TF-IDF features of a fold, and the fitted model of strategies that differ only after
@@ -101,9 +104,9 @@ def fit_predict_sklearn(splits: dict[str, Split], space: LabelSpace, strategy: S
     if ("features", fold_key) not in cache:
         vectorizer = TfidfVectorizer(max_features=settings.max_features, ngram_range=(1, settings.ngram_max),
                                      min_df=settings.min_df, sublinear_tf=settings.sublinear_tf)
-        cache[("features", fold_key)] = (vectorizer.fit_transform(train.texts), {
+        cache[("features", fold_key)] = (vectorizer, vectorizer.fit_transform(train.texts), {
             role: vectorizer.transform(splits[role].texts) for role in ("validation", "test") if len(splits[role])})
-    X, held_out = cache[("features", fold_key)]
+    vectorizer, X, held_out = cache[("features", fold_key)]
     model_key = ("model", fold_key, strategy.weights)
     if not strategy.sampling and model_key in cache:
         model, info = cache[model_key]
@@ -120,4 +123,9 @@ def fit_predict_sklearn(splits: dict[str, Split], space: LabelSpace, strategy: S
         split = splits[role]
         result[role] = _logits(model, held_out[role], n_classes, split.mask) + shift if len(split) \
             else np.zeros((0, n_classes))
+    if keep_model:
+        from sklearn.pipeline import Pipeline
+
+        # Both steps are already fitted; the pipeline only chains them for new texts.
+        result["fitted"] = {"pipeline": Pipeline([("tfidf", vectorizer), ("logreg", model)]), "logit_shift": shift}
     return result

@@ -1,0 +1,201 @@
+"""``rescue-train train recipe=rpp_cls strategy=NAME ...``: train ONE class-balanced classifier and keep it.
+
+``rescue-train compare`` trains under many strategies and keeps only predictions; this trains one
+(strategy, test fold, seed) with the same code (``compare.run_one``) and leaves a run folder:
+
+* ``model.joblib`` (sklearn: ``{"pipeline", "labels", "logit_offset"}``) or ``model/`` (torch:
+  ``save_pretrained`` of the model or LoRA adapter, the tokenizer, and ``classifier.json`` with the labels
+  and the logit offset). Scores for new text: the model's logits placed in ``labels`` (sklearn:
+  ``logreg.classes_`` index ``labels``), plus ``logit_offset`` (the strategy's post-fit shift and the
+  post-hoc tau's adjustment), with every label outside the instance's candidates masked;
+* ``config.yaml`` (resolved), ``provenance.json`` (versions, git commit, manifest hash, data fingerprints,
+  seed, strategy, backend, fold units, tau);
+* ``predictions.jsonl``: the test fold's predictions in the evaluator's prediction-record format (ranked
+  candidates), and ``metrics.json``: ``rescue_train.evaluation.metrics.aggregate`` of them.
+
+Training uses the train folds of the grouped k-fold manifest; the validation fold (the next one) only
+chooses post-hoc tau; the test fold is only predicted. ``check_no_leak`` verifies that on the rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+
+from . import balance
+from .classifier import BalanceSettings, LabelSpace, Split, TorchSettings
+from .compare import DataSettings, fold_data, prepare_data, read_config, run_one
+from .sklearn_path import SklearnSettings
+
+# Recipe keys that only `compare` reads (a recipe serves both commands).
+COMPARE_ONLY = ("strategies", "seeds", "folds", "out_dir", "plots", "evaluation")
+SUMMARY = {"itp": ("precision", "recall", "f1", "accuracy")}
+SUMMARY_DEFAULT = ("accuracy", "macro_f1", "balanced_accuracy", "mrr")
+
+
+@dataclass
+class TrainDataSettings(DataSettings):
+    test_fold: int = 0
+
+
+@dataclass
+class ClassifyConfig:
+    recipe: str = ""
+    task: str = "rpp"
+    backend: str = "sklearn"  # sklearn | torch
+    strategy: str = "none"  # one of balance.STRATEGIES that the backend supports
+    seed: int = 0
+    output_dir: Optional[str] = None  # default runs/<recipe>/<backend>-<strategy>/fold<test_fold>
+    data: TrainDataSettings = field(default_factory=TrainDataSettings)
+    sklearn: SklearnSettings = field(default_factory=SklearnSettings)
+    torch: TorchSettings = field(default_factory=TorchSettings)
+    balance: BalanceSettings = field(default_factory=BalanceSettings)
+
+
+def load_config(argv: Sequence[str]) -> ClassifyConfig:
+    config: ClassifyConfig = read_config(ClassifyConfig, argv, "train", ignore_in_recipe=COMPARE_ONLY)
+    balance.check_strategies([config.strategy], config.backend)
+    config.output_dir = config.output_dir or (f"runs/{config.recipe or config.task}/{config.backend}-"
+                                              f"{config.strategy}/fold{config.data.test_fold}")
+    return config
+
+
+def check_no_leak(splits: dict[str, Split], manifest, test_fold: int) -> None:
+    """Fail unless every fitted row (train; validation, which picks tau) lies, by the manifest's own
+    sample -> unit map, outside the test fold, and every test row inside it. The rows carry the unit they
+    were converted with; this catches a converted folder (``data.converted``) at odds with its manifest."""
+    from ..data.splits import LeakageError
+
+    for role, split in splits.items():
+        for row in split.rows:
+            unit = manifest.samples.get(row["sample_id"])
+            fold = manifest.assignment.get(unit)
+            if unit != row["unit"] or (fold == test_fold) != (role == "test"):
+                raise LeakageError(f"instance {row['id']} is in {role} with unit {row['unit']!r}, but split manifest "
+                                   f"{manifest.hash} puts sample {row['sample_id']!r} in unit {unit!r}, fold {fold} "
+                                   f"(test fold {test_fold})")
+
+
+def data_fingerprint(splits: dict[str, Split]) -> str:
+    """Hash of exactly what the model is fitted and tuned on (role, id, text, label, in order)."""
+    digest = hashlib.sha256()
+    for role in ("train", "validation"):
+        for row in splits[role].rows:
+            digest.update(json.dumps([role, row["id"], row["text"], row["label"]], ensure_ascii=False).encode())
+    return digest.hexdigest()[:16]
+
+
+def _check_folder(run_dir: Path, resolved: str) -> None:
+    """A run folder holds one config: retraining with the same settings overwrites it, others are refused
+    (its converted data and model would not match)."""
+    from omegaconf import OmegaConf
+
+    old_path = run_dir / "config.yaml"
+    if old_path.exists() and old_path.read_text() != resolved:
+        old = OmegaConf.to_container(OmegaConf.load(old_path))
+        new = OmegaConf.to_container(OmegaConf.create(resolved))
+        changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
+        raise ValueError(f"{run_dir} holds a run made with other settings (changed: {changed}); use another "
+                         f"output_dir")
+
+
+def _save_model(config: ClassifyConfig, run_dir: Path, fitted: dict, labels: list[str], offset) -> str:
+    if config.backend == "sklearn":
+        import joblib
+
+        joblib.dump({"pipeline": fitted["pipeline"], "labels": labels, "logit_offset": offset.tolist()},
+                    run_dir / "model.joblib")
+        return "model.joblib"
+    folder = run_dir / "model"
+    fitted["model"].save_pretrained(folder)  # a PeftModel saves its adapter and the trainable head
+    fitted["tokenizer"].save_pretrained(folder)
+    (folder / "classifier.json").write_text(json.dumps({
+        "labels": labels, "logit_offset": offset.tolist(), "base_model": config.torch.model,
+        "lora": config.torch.lora, "max_length": config.torch.max_length, "truncation_side": "left"}, indent=2))
+    return "model"
+
+
+def train(config: ClassifyConfig) -> tuple[Path, dict]:
+    """Train, predict the test fold and write the run folder; returns it and the metrics."""
+    from omegaconf import OmegaConf
+
+    from ..evaluation.metrics import aggregate
+    from ..evaluation.runner import label_spaces
+    from ..provenance import config_hash, git_commit, versions, write_json_atomic
+
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # several accelerate processes would train copies
+        raise ValueError("a classifier trains in one process; launch it with --num_processes 1")
+    run_dir = Path(config.output_dir)
+    resolved = OmegaConf.to_yaml(OmegaConf.structured(config))
+    _check_folder(run_dir, resolved)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "config.yaml").write_text(resolved)
+    rows, manifest, data_dir, meta = prepare_data(config, run_dir)
+    space = LabelSpace.from_rows(rows)
+    test_fold = config.data.test_fold
+    splits = fold_data(rows, manifest, space, test_fold)
+    check_no_leak(splits, manifest, test_fold)
+    started = time.time()
+    with tempfile.TemporaryDirectory() as work:  # trainer scratch space (nothing is checkpointed)
+        record = run_one(config, splits, space, config.strategy, test_fold, config.seed, Path(work), {},
+                         keep_model=True)
+    fitted = record.pop("fitted")
+    counts = splits["train"].counts(len(space))
+    offset = fitted.get("logit_shift", np.zeros(len(space)))  # sklearn's logit_adjusted/balanced_softmax shift
+    if record["tau"] is not None:
+        offset = balance.posthoc_adjust(offset, balance.log_prior(counts), record["tau"])
+    model_path = _save_model(config, run_dir, fitted, space.names, offset)
+    predictions = record.pop("predictions")
+    with open(run_dir / "predictions.jsonl", "w", encoding="utf-8") as handle:
+        handle.writelines(json.dumps(p, ensure_ascii=False) + "\n" for p in predictions)
+    metrics = aggregate(config.task, predictions, label_spaces(config.task))
+    write_json_atomic(run_dir / "metrics.json", metrics)
+    write_json_atomic(run_dir / "provenance.json", {
+        "kind": "classifier", "recipe": config.recipe, "task": config.task, "backend": config.backend,
+        "strategy": config.strategy, "strategy_summary": balance.STRATEGIES[config.strategy].summary,
+        "seed": config.seed, "test_fold": test_fold, "validation_fold": (test_fold + 1) % manifest.k,
+        "model": model_path, "config_hash": config_hash(asdict(config)),
+        "manifest_hash": manifest.hash, "split_manifest": str(data_dir / "split_manifest.json"),
+        "manifest_notes": manifest.notes, "source": meta.get("source"),
+        "source_fingerprint": meta.get("source_fingerprint"), "data_fingerprint": data_fingerprint(splits),
+        "units": {role: sorted({r["unit"] for r in s.rows}) for role, s in splits.items()},
+        **{k: record[k] for k in ("sizes", "train_counts", "tau", "backend_info")},
+        **({"tau_scores": record["tau_scores"]} if "tau_scores" in record else {}),
+        "train_seconds": round(time.time() - started, 2), "git_commit": git_commit(), "versions": versions()})
+    return run_dir, metrics
+
+
+def summary_lines(task: str, metrics: dict) -> list[str]:
+    keys = SUMMARY.get(task, SUMMARY_DEFAULT)
+    show = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
+    return [f"{task} {scope}: n={m['n']} " + " ".join(f"{k}={show(m.get(k))}" for k in keys)
+            for scope, m in metrics.items()]
+
+
+def main(argv: Sequence[str]) -> int:
+    from omegaconf import OmegaConf
+
+    from ..data.schema import DataError
+    from ..data.splits import LeakageError
+
+    try:
+        config = load_config([a for a in argv if a != "--cfg"])
+        if "--cfg" in argv:
+            print(OmegaConf.to_yaml(OmegaConf.structured(config)))
+            return 0
+        run_dir, metrics = train(config)
+    except (ValueError, FileNotFoundError, DataError, LeakageError) as exc:
+        print(f"rescue-train train: error: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(summary_lines(config.task, metrics)))
+    print(f"run folder: {run_dir} (model, config.yaml, provenance.json, predictions.jsonl, metrics.json)")
+    return 0
