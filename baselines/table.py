@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from rescue_train.evaluation.report import HEADERS as REPORT_HEADERS
 from rescue_train.paper import TABLE5, TABLE5_COLUMNS, TABLE11
 
 COLUMNS = (*TABLE5_COLUMNS, "er_s_int")
-HEADERS = {
-    "itp_precision": "ITP P", "itp_recall": "ITP R", "itp_f1": "ITP F1", "rpp_accuracy": "RPP Acc",
-    "stp_recall": "STP R@1", "stp_mrr": "STP MRR", "ssp_recall": "SSP R@1", "ssp_mrr": "SSP MRR",
-    "er_llm": "ER judge", "er_bert": "ER BERT", "vp_llm": "VP judge", "vp_bert": "VP BERT", "er_s_int": "ER S_int",
-}
+HEADERS = {**REPORT_HEADERS, "er_s_int": "ER S_int"}  # the report's column names, plus the judge-free S_int
 DIGITS = {"er_bert": 4, "vp_bert": 4}
 
 
