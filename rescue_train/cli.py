@@ -17,7 +17,8 @@ from .tasks.rpp import DEFINITIONS
 
 # command -> (module, function, one-line help); each function takes the remaining argv.
 DISPATCH = {
-    "train": ("rescue_train.training.cli", "main", "fine-tune with LoRA: rescue-train train recipe=ssp_lora key=value ..."),
+    "train": ("rescue_train.training.cli", "main",
+              "fine-tune with LoRA (recipe=ssp_lora) or train one classifier (recipe=rpp_cls strategy=...)"),
     "merge": ("rescue_train.training.merge", "main", "merge a LoRA run into a full model: rescue-train merge RUN_DIR"),
     "compare": ("rescue_train.training.compare", "main",
                 "compare rebalancing strategies: rescue-train compare recipe=rpp_cls strategies=[...] seeds=[...]"),
