@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any, Sequence
 
 from . import paper
 from .data import Sample, load_benchmark
 from .data.splits import assign_units
+from .provenance import versions
 from .tasks import TASKS, BuildOptions, build
 from .tasks.rpp import DEFINITIONS
 
@@ -88,4 +89,6 @@ def main_stats(source: str, as_json: bool, options: BuildOptions) -> str:
     stats["source"] = bench.source
     stats["source_fingerprint"] = bench.fingerprint
     stats["load_notes"] = bench.notes
+    stats["options"] = asdict(options)
+    stats["versions"] = versions()
     return json.dumps(stats, indent=2, ensure_ascii=False) if as_json else format_stats(stats)

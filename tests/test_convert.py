@@ -110,3 +110,4 @@ def test_cli_convert_and_stats(source, tmp_path, capsys):
     assert stats["tasks"]["rpp"]["couple"]["labels"] == {"pursue_withdraw": 12, "attack_attack": 12}
     assert stats["rpp_definitions"]["C"]["couple"]["instances"] == 0
     assert stats["tasks"]["rpp"]["couple"]["paper_instances"] == 1608
+    assert stats["options"]["rpp_definition"] == "D" and "rescue-train" in stats["versions"]
