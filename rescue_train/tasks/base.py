@@ -12,7 +12,7 @@ import json
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, NamedTuple, Sequence
 
 from ..data.schema import Sample
 
@@ -20,10 +20,10 @@ ANSWER_FORMATS = ("label", "json")
 MODES = ("dialogue", "audio", "visual", "audiovisual")
 
 
-@dataclass(frozen=True)
-class Instance:
+class Instance(NamedTuple):
     """One gold decision. ``context`` are the rows shown before ``current`` (the row shown as the current
-    turn, or None when it is hidden); ``given`` holds task inputs such as the known support target."""
+    turn, or None when it is hidden); ``given`` holds task inputs such as the known support target.
+    A NamedTuple: immutable, and cheap to make by the ten thousand."""
 
     id: str
     task: str
@@ -36,7 +36,10 @@ class Instance:
     candidates: tuple[str, ...]
     gold: Any
     given: tuple[tuple[str, Any], ...] = ()
-    sample: Sample | None = field(default=None, compare=False, repr=False)
+    sample: Sample | None = None
+
+    def __repr__(self) -> str:  # the attached sample would flood the output
+        return f"Instance({self.id!r}, gold={self.gold!r})"
 
     def given_value(self, key: str, default: Any = None) -> Any:
         return dict(self.given).get(key, default)

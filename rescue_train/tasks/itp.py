@@ -45,11 +45,9 @@ class InterventionTiming(ClosedSetTask):
         result = BuildResult([])
         k = self.context_size(options)
         for sample in samples:
-            rows = sample.rows
-            positives = [r - 1 for r in range(2, len(rows) + 1)
-                         if rows[r - 1].is_therapist and not rows[r - 2].is_therapist]
-            negatives = [r for r in range(1, len(rows))
-                         if not rows[r - 1].is_therapist and not rows[r].is_therapist]
+            therapist = [row.is_therapist for row in sample.rows]  # therapist[i] is row i + 1
+            positives = [r for r in range(1, len(therapist)) if therapist[r] and not therapist[r - 1]]
+            negatives = [r for r in range(1, len(therapist)) if not therapist[r - 1] and not therapist[r]]
             if options.itp_cap_per_class > 0:
                 kept_pos = evenly_spaced(positives, options.itp_cap_per_class, single="middle")
                 kept_neg = evenly_spaced(negatives, options.itp_cap_per_class, single="middle")
