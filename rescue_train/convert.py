@@ -22,10 +22,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .data import load_benchmark
-from .data.splits import SplitManifest, check_leakage, make_manifest
+from .data.splits import SplitManifest, assign_units, check_leakage, make_manifest
 from .provenance import versions, write_json_atomic
 from .tasks import TASKS, BuildOptions, Instance, build, get_task, render
-from .data.splits import assign_units
 
 SPLIT_ORDER = ("train", "validation", "test")
 
@@ -126,7 +125,7 @@ def convert(config: ConvertConfig) -> dict[str, Any]:
         meta["tasks"][task.name] = {
             "instances": dict(Counter(r["scenario"] for r in records)),
             "splits": dict(Counter(r["split"] for r in records)),
-            "samples": dict(Counter(s for s, _ in {(r["scenario"], r["sample_id"]) for r in records})),
+            "samples": dict(sorted(Counter(s for s, _ in {(r["scenario"], r["sample_id"]) for r in records}).items())),
             "excluded": {f"{sc}: {reason}": n for (sc, reason), n in sorted(result.excluded.items())},
         }
     write_json_atomic(out / "convert_meta.json", meta)
