@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from typing import Sequence
 
@@ -94,3 +95,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (DataError, ValueError, FileNotFoundError) as exc:
         print(f"rescue-train: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader stopped early (`| head`): not an error; keep Python quiet at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0

@@ -11,7 +11,7 @@ from . import paper
 from .data import Sample, load_benchmark
 from .data.splits import assign_units
 from .provenance import versions
-from .tasks import TASKS, BuildOptions, build
+from .tasks import TASKS, BuildOptions, build, render
 from .tasks.rpp import DEFINITIONS
 
 
@@ -39,8 +39,11 @@ def compute_stats(samples: Sequence[Sample], options: BuildOptions | None = None
             if name == "stp":  # names differ per sample: report person vs group targets
                 labels = Counter("group" if i.gold == i.sample.group_label else
                                  "subset" if " & " in i.gold else "person" for i in chosen)
+            # prompt sizes (dialogue mode) help choose max_length / max_model_len: about 4 characters a token
+            lengths = sorted(len(render(i)[1]["content"]) for i in chosen)
             per_scenario[scenario] = {
                 "instances": len(chosen),
+                "prompt_chars": {"median": lengths[len(lengths) // 2], "max": lengths[-1]} if lengths else None,
                 "samples": len({i.sample_id for i in chosen}),
                 "labels": dict(labels.most_common()),
                 "excluded": {reason: n for (sc, reason), n in sorted(result.excluded.items()) if sc == scenario},
@@ -60,11 +63,13 @@ def compute_stats(samples: Sequence[Sample], options: BuildOptions | None = None
 
 def format_stats(stats: dict[str, Any]) -> str:
     lines = [f"samples: {stats['samples']}  rows: {stats['rows']}  split units: {stats['units']}", ""]
-    lines.append(f"{'task':<5} {'scenario':<8} {'instances':>9} {'paper':>6} {'samples':>8} {'paper':>6}")
+    lines.append(f"{'task':<5} {'scenario':<8} {'instances':>9} {'paper':>6} {'samples':>8} {'paper':>6} "
+                 f"{'prompt chars (median / max)':>28}")
     for name, per in stats["tasks"].items():
         for scenario, s in per.items():
+            size = f"{s['prompt_chars']['median']} / {s['prompt_chars']['max']}" if s["prompt_chars"] else "-"
             lines.append(f"{name:<5} {scenario:<8} {s['instances']:>9} {s['paper_instances']:>6} "
-                         f"{s['samples']:>8} {s['paper_samples']:>6}")
+                         f"{s['samples']:>8} {s['paper_samples']:>6} {size:>28}")
     lines += ["", "RPP instances (samples) under each gold definition; paper: "
               f"{paper.TABLE6['rpp']['couple_instances']} couple / {paper.TABLE6['rpp']['family_instances']} family"]
     for definition, per in stats["rpp_definitions"].items():

@@ -116,3 +116,6 @@ def test_cli_convert_and_stats(source, tmp_path, capsys):
     assert stats["rpp_definitions"]["C"]["couple"]["instances"] == 0
     assert stats["tasks"]["rpp"]["couple"]["paper_instances"] == 1608
     assert stats["options"]["rpp_definition"] == "D" and "rescue-train" in stats["versions"]
+    # RPP shows every prior row, STP the last three: its longest prompt must be the longer one
+    assert stats["tasks"]["rpp"]["couple"]["prompt_chars"]["max"] > stats["tasks"]["stp"]["couple"]["prompt_chars"]["max"]
+    assert stats["tasks"]["itp"]["family"]["prompt_chars"] is None
