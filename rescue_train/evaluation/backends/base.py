@@ -47,6 +47,9 @@ class Backend:
         pass
 
 
+_PLACEHOLDER = "\u2063RESCUE_ANSWER\u2063"  # a string no answer or template contains
+
+
 class ChatEncoder:
     """Chat template and tokenization shared by the local backends.
 
@@ -71,18 +74,36 @@ class ChatEncoder:
     def prompt_ids(self, messages: Messages) -> list[int]:
         return self.encode(self.prompt_text(messages))
 
-    def continuation_text(self, messages: Messages, answer: str) -> str:
+    def continuation_texts(self, messages: Messages, answers: Sequence[str]) -> tuple[str, list[str]]:
+        """The prompt text and what the template appends after it for each answer (the answer and its
+        end-of-turn markup). The template is rendered once with a placeholder answer and once with the first
+        answer to check the shortcut; a template that does not insert answers verbatim gets one rendering
+        per answer."""
         prompt = self.prompt_text(messages)
+        slow = [self._continuation(prompt, messages, answers[0])] if answers else []
+        tail = self._after_prompt(prompt, messages, _PLACEHOLDER)
+        if tail is not None and tail.count(_PLACEHOLDER) == 1:
+            fast = [tail.replace(_PLACEHOLDER, a).rstrip() for a in answers]
+            if fast[:1] == slow:
+                return prompt, fast
+        return prompt, slow + [self._continuation(prompt, messages, a) for a in answers[1:]]
+
+    def _after_prompt(self, prompt: str, messages: Messages, answer: str) -> str | None:
         full = self.tokenizer.apply_chat_template(messages + [{"role": "assistant", "content": answer}],
                                                   tokenize=False)
-        if full.startswith(prompt) and answer in full[len(prompt):]:
-            return full[len(prompt):].rstrip()
+        return full[len(prompt):] if full.startswith(prompt) else None
+
+    def _continuation(self, prompt: str, messages: Messages, answer: str) -> str:
+        tail = self._after_prompt(prompt, messages, answer)
+        if tail is not None and answer in tail:
+            return tail.rstrip()
         # Templates that rewrite past assistant turns (e.g. dropping reasoning): answer plus end of sequence.
         return answer + (self.tokenizer.eos_token or "")
 
     def scoring_ids(self, messages: Messages, answers: Sequence[str]) -> tuple[list[int], list[list[int]]]:
         """Prompt tokens and each answer's continuation tokens (encoded separately, then concatenated)."""
-        return self.prompt_ids(messages), [self.encode(self.continuation_text(messages, a)) for a in answers]
+        prompt, continuations = self.continuation_texts(messages, answers)
+        return self.encode(prompt), [self.encode(c) for c in continuations]
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=True)
