@@ -25,9 +25,8 @@ GROUP_SPEAKERS = ("Couple", "Family")
 SCENARIOS = ("couple", "family")
 
 
-@dataclass(frozen=True)
-class Location:
-    """Where a value came from, for error messages."""
+class Location(NamedTuple):
+    """Where a value came from, for error messages (one is made per row, so it is a cheap tuple)."""
 
     file: str | None = None
     line: int | None = None
@@ -36,7 +35,7 @@ class Location:
     field: str | None = None
 
     def at(self, **changes: Any) -> "Location":
-        return Location(**{**self.__dict__, **changes})
+        return self._replace(**changes)
 
     def __str__(self) -> str:
         parts = []
