@@ -154,3 +154,37 @@ def test_split_run_uses_the_training_runs_held_out_fold(tiny, tmp_path):
     with pytest.raises(ValueError, match="training run folder"):
         bare = load_config([f"adapter={run_dir / 'adapter'}", "model=tiny", "split=run"])
         use_run_split(bare, resolve_model(bare))
+
+
+@pytest.mark.slow
+def test_a_sigkilled_eval_process_resumes_where_it_stopped(tiny, tmp_path):
+    """A real kill -9 of `rescue-train eval` mid-run: the rerun keeps every finished record and appends only
+    the missing ones (a rerun that recomputed them would append duplicates)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    args = [sys.executable, "-m", "rescue_train", "eval", "model=tiny", "tasks=[itp]", "protocol=paper",
+            "bertscore=none", "progress=false", "batch_size=1", "chunk=1", "limit=60", f"output={tmp_path}"]
+    env = {**os.environ, "RESCUE_TRAIN_CACHE": str(tiny_model_path().parent)}
+    predictions = tmp_path / "predictions.jsonl"
+    process = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and process.poll() is None:
+        if predictions.exists() and predictions.read_text().count("\n") >= 3:
+            break
+        time.sleep(0.05)
+    assert process.poll() is None, "the run ended before it could be killed"
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    before = [line for line in predictions.read_text().splitlines(keepends=True) if line.endswith("\n")]
+    assert 3 <= len(before) < 60
+    subprocess.run(args, env=env, check=True, capture_output=True)
+    after = predictions.read_text().splitlines(keepends=True)
+    assert after[:len(before)] == before          # finished records kept byte for byte
+    ids = [json.loads(line)["id"] for line in after]
+    assert len(ids) == len(set(ids)) == 60         # the rest added once each, nothing redone
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["aggregates"]["itp"]["both"]["n"] == 60
