@@ -66,13 +66,20 @@ def _describe(value: Any) -> str:
     return f"{type(value).__name__} {text[:60] + '...' if len(text) > 60 else text}"
 
 
-def _bad(where: Location, name: str, expected: str, value: Any) -> DataError:
+Name = str | tuple[str, int, str]  # a field, or (list field, item number, key) inside a list item
+
+
+def _bad(where: Location, name: Name, expected: str, value: Any) -> DataError:
+    """``name`` is a field, or (list field, item number, key) for a value inside a list item: formatted here,
+    on the error path only."""
+    if isinstance(name, tuple):
+        name = f"{name[0]}[{name[1]}].{name[2]}"
     return DataError(where.at(field=name), f"expected {expected}, got {_describe(value)}")
 
 
 # Field readers: inline type tests (they run for every value of every row); a Location is built only when
 # something is wrong.
-def _text(value: Any, where: Location, name: str) -> str:
+def _text(value: Any, where: Location, name: Name) -> str:
     if type(value) is str:
         return value
     if value is None:
@@ -80,11 +87,11 @@ def _text(value: Any, where: Location, name: str) -> str:
     raise _bad(where, name, "a string", value)
 
 
-def _stripped(value: Any, where: Location, name: str) -> str:
+def _stripped(value: Any, where: Location, name: Name) -> str:
     return _text(value, where, name).strip()
 
 
-def _names(value: Any, where: Location, name: str) -> tuple[str, ...]:
+def _names(value: Any, where: Location, name: Name) -> tuple[str, ...]:
     """null reads as empty; a bare string is an error (one name, or several joined? it is ambiguous)."""
     if type(value) is list and all(type(v) is str for v in value):
         return tuple(v.strip() for v in value if v.strip())
@@ -93,7 +100,7 @@ def _names(value: Any, where: Location, name: str) -> tuple[str, ...]:
     raise _bad(where, name, "a list of names", value)
 
 
-def _label(value: Any, where: Location, name: str) -> str | None:
+def _label(value: Any, where: Location, name: Name) -> str | None:
     if type(value) is str:
         return value.strip()
     if value is None:
@@ -101,7 +108,7 @@ def _label(value: Any, where: Location, name: str) -> str | None:
     raise _bad(where, name, 'a string label, "" or null', value)
 
 
-def _number(value: Any, where: Location, name: str) -> float | None:
+def _number(value: Any, where: Location, name: Name) -> float | None:
     """A number, a numeric string, or null."""
     if type(value) is int or type(value) is float:
         return float(value)
@@ -191,7 +198,7 @@ def _items(value: Any, name: str, where: Location) -> tuple:
                 out.append(PersonCue("", item))
                 continue
             raise _bad(where, f"{name}[{i}]", "an object", item)
-        out.append(make(*[read(item.get(key), where, f"{name}[{i}].{key}") for key, read in spec]))
+        out.append(make(*[read(item.get(key), where, (name, i, key)) for key, read in spec]))
     return tuple(out)
 
 
