@@ -437,7 +437,7 @@ def plots(results: dict, space: LabelSpace, confusions: dict[str, list], out: Pa
     strategies = list(results["strategies"])
     table = results["per_class_recall_table"]
     for scenario in sorted({s for s, _ in space.classes}):
-        names = [n for n in table if n.startswith(scenario + ":")]
+        names = sorted((n for n in table if n.startswith(scenario + ":")), key=lambda n: -table[n]["support"])
         if not names:
             continue
         fig, ax = plt.subplots(figsize=(max(6, 1.1 * len(names) * max(1, len(strategies) / 4)), 4.5))
@@ -449,7 +449,7 @@ def plots(results: dict, space: LabelSpace, confusions: dict[str, list], out: Pa
                            rotation=30, ha="right", fontsize=8)
         ax.set_ylabel("recall")
         ax.set_ylim(0, 1)
-        ax.set_title(f"{results['task']} {scenario}: per-class recall by strategy (classes by training frequency)")
+        ax.set_title(f"{results['task']} {scenario}: per-class recall by strategy (classes from head to tail)")
         ax.legend(fontsize=7, ncol=2)
         fig.tight_layout()
         path = out / f"per_class_recall_{scenario}.png"
