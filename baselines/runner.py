@@ -14,10 +14,9 @@ from typing import Any, Iterable, Sequence
 
 from threadpoolctl import threadpool_limits
 
-from rescue_train.data import taxonomy
 from rescue_train.data.load import load_benchmark
 from rescue_train.data.splits import LeakageError, SplitManifest, make_manifest
-from rescue_train.evaluation.metrics import SCOPES, aggregate, table5_row
+from rescue_train.evaluation.metrics import SCOPES, aggregate, table5_row, task_labels
 from rescue_train.provenance import config_hash, git_commit, versions
 from rescue_train.tasks import TASKS, BuildOptions, build
 
@@ -83,11 +82,6 @@ def assert_disjoint(fold: Fold) -> None:
         raise LeakageError(f"{fold.name}: unit(s) {', '.join(shared)} are both training and test units")
 
 
-def label_spaces(task: str) -> dict[str, Sequence[str]] | None:
-    kind = {"rpp": "relation", "ssp": "strategy"}.get(task)
-    return None if kind is None else {sc: taxonomy.label_names(kind, sc) for sc in ("couple", "family")}
-
-
 def prediction_record(inst, prediction: Any, baseline: str, fold: str) -> dict[str, Any]:
     return {"id": inst.id, "task": inst.task, "scenario": inst.scenario, "unit": inst.unit,
             "sample_id": inst.sample_id, "gold": inst.gold, "prediction": prediction, "parse_status": "ok",
@@ -135,7 +129,7 @@ def score(records: Iterable[dict]) -> dict[str, Any]:
     by_task: dict[str, list[dict]] = {}
     for record in records:
         by_task.setdefault(record["task"], []).append(record)
-    aggregates = {task: aggregate(task, chosen, label_spaces(task)) for task, chosen in by_task.items()}
+    aggregates = {task: aggregate(task, chosen, task_labels(task)) for task, chosen in by_task.items()}
     rows = {}
     for scope in SCOPES:
         if any(scope in agg for agg in aggregates.values()):

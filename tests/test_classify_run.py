@@ -15,7 +15,7 @@ from baselines import cli as baselines_cli
 from baselines.runner import load_records
 from rescue_train.data.splits import LeakageError, SplitManifest
 from rescue_train.evaluation.metrics import aggregate
-from rescue_train.evaluation.runner import label_spaces
+from rescue_train.evaluation.metrics import task_labels
 from rescue_train.training.classifier import LabelSpace, Split, load_cls_rows
 from rescue_train.training.classify_run import check_no_leak
 from rescue_train.training.cli import main
@@ -69,7 +69,7 @@ def check_run_folder(run_dir, strategy: str, backend: str) -> list[dict]:
         assert sorted(record["prediction"]) == sorted(row["label_names"])
         assert record["parse_status"] == "ok" and record["raw"] is None
     # metrics.json is the evaluator's aggregate of predictions.jsonl.
-    expected = json.loads(json.dumps(aggregate("rpp", records, label_spaces("rpp"))))
+    expected = json.loads(json.dumps(aggregate("rpp", records, task_labels("rpp"))))
     assert json.loads((run_dir / "metrics.json").read_text()) == expected
     return records
 

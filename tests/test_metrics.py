@@ -2,7 +2,8 @@
 
 import pytest
 
-from rescue_train.evaluation.metrics import aggregate, gold_rank, instance_scores, intensity_score, table5_row
+from rescue_train.evaluation.metrics import (aggregate, gold_rank, instance_scores, intensity_score, table5_row,
+                                             task_labels)
 
 
 def rec(task, scenario, gold, prediction, status="ok", **scores):
@@ -102,3 +103,10 @@ def test_table5_row_uses_the_papers_units():
     assert row["rpp_accuracy"] is None and row["er_llm"] is None
     assert "family" not in aggregates["stp"]           # scopes without instances are left out
     assert table5_row(aggregates, "family")["stp_mrr"] is None
+
+
+def test_task_labels_are_the_fixed_label_sets():
+    assert task_labels("itp") == {"couple": ("yes", "no"), "family": ("yes", "no")}
+    assert len(task_labels("rpp")["couple"]) == 6 and len(task_labels("rpp")["family"]) == 8
+    assert len(task_labels("ssp")["couple"]) == 10 and "evoke" not in task_labels("ssp")["family"]
+    assert task_labels("stp") is None and task_labels("er") is None

@@ -19,6 +19,8 @@ import numpy as np
 from sklearn.metrics import (accuracy_score, balanced_accuracy_score, f1_score,
                              precision_recall_fscore_support)
 
+from ..data import taxonomy
+
 SCOPES = ("couple", "family", "both")
 RANK_DEPTH = 3  # the paper scores the top-3 list: MRR is 0 when the gold is not among them
 NO_ANSWER = "<no answer>"
@@ -110,6 +112,15 @@ def _generation(records: list[dict], task: str) -> dict[str, Any]:
     else:
         out["judge"] = _mean(s.get("judge_score") for s in scores)
     return out
+
+
+def task_labels(task: str) -> dict[str, tuple[str, ...]] | None:
+    """scenario -> the task's labels in taxonomy order, for tasks with a fixed label set (ITP, RPP, SSP);
+    None for STP, whose candidates are each sample's people."""
+    if task == "itp":
+        return {sc: ("yes", "no") for sc in taxonomy.SCENARIOS}
+    kind = {"rpp": "relation", "ssp": "strategy"}.get(task)
+    return {sc: taxonomy.label_names(kind, sc) for sc in taxonomy.SCENARIOS} if kind else None
 
 
 def aggregate(task: str, records: Sequence[dict], label_spaces: dict[str, Sequence[str]] | None = None

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 from .. import paper
 from ..data import taxonomy
-from .metrics import NO_ANSWER, top1
+from .metrics import NO_ANSWER, task_labels, top1
 
 HEADERS = {"itp_precision": "ITP P", "itp_recall": "ITP R", "itp_f1": "ITP F1", "rpp_accuracy": "RPP Acc",
            "stp_recall": "STP Rec", "stp_mrr": "STP MRR", "ssp_recall": "SSP Rec", "ssp_mrr": "SSP MRR",
@@ -105,13 +105,12 @@ def plot(results: dict[str, Any], out: Path) -> list[Path]:
 
     written = []
     stem = _slug(name_of(results))
-    kinds = {"itp": None, "rpp": "relation", "ssp": "strategy"}
-    for task, kind in kinds.items():
+    for task in ("itp", "rpp", "ssp"):
         for scenario in taxonomy.SCENARIOS:
             records = [r for r in results["records"] if r["task"] == task and r["scenario"] == scenario]
             if not records:
                 continue
-            labels = ["yes", "no"] if kind is None else list(taxonomy.label_names(kind, scenario))
+            labels = list(task_labels(task)[scenario])
             per_class = results["aggregates"][task].get(scenario, {}).get("per_class")
             if per_class:
                 fig, ax = plt.subplots(figsize=(7, 0.4 * len(per_class) + 1.2))

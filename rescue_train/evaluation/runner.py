@@ -23,13 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..data import load_benchmark, taxonomy
-from ..data.splits import SplitManifest, check_leakage, make_manifest
+from ..data import load_benchmark
+from ..data.splits import SplitManifest, assign_units, check_leakage, make_manifest
 from ..provenance import config_hash, git_commit, versions, write_json_atomic
 from ..tasks import BuildOptions, Instance, build
-from ..data.splits import assign_units
 from .config import RUNTIME_KEYS, EvalConfig, ModelSpec, make_backend, resolve_model, to_dict, use_run_split
-from .metrics import aggregate, table5_row
+from .metrics import aggregate, table5_row, task_labels
 from .protocols import predict
 
 RESULTS_FORMAT = "rescue-train/eval-results/v1"
@@ -72,13 +71,6 @@ def load_instances(cfg: EvalConfig) -> EvalData:
     split = {"scheme": manifest.scheme, "manifest_hash": manifest.hash, "seed": manifest.seed, "k": manifest.k,
              "test_fold": cfg.test_fold if cfg.split == "kfold" else None, "manifest_notes": manifest.notes}
     return EvalData(instances, bench.source, bench.fingerprint, bench.notes, split)
-
-
-def label_spaces(task: str) -> dict[str, tuple[str, ...]] | None:
-    kind = {"rpp": "relation", "ssp": "strategy"}.get(task)
-    if task == "itp":
-        return {sc: ("yes", "no") for sc in taxonomy.SCENARIOS}
-    return {sc: taxonomy.label_names(kind, sc) for sc in taxonomy.SCENARIOS} if kind else None
 
 
 def file_digest(folder: str) -> str:
@@ -316,7 +308,7 @@ def make_scorers(cfg: EvalConfig, judge_backend=None) -> list:
 
 
 def write_results(cfg, spec, variant, data, backend_info, identity, folder, records) -> dict:
-    aggregates = {task: aggregate(task, [r for r in records if r["task"] == task], label_spaces(task))
+    aggregates = {task: aggregate(task, [r for r in records if r["task"] == task], task_labels(task))
                   for task in cfg.tasks}
     results = {
         "format": RESULTS_FORMAT,

@@ -128,8 +128,7 @@ def train(config: ClassifyConfig) -> tuple[Path, dict]:
     """Train, predict the test fold and write the run folder; returns it and the metrics."""
     from omegaconf import OmegaConf
 
-    from ..evaluation.metrics import aggregate
-    from ..evaluation.runner import label_spaces
+    from ..evaluation.metrics import aggregate, task_labels
     from ..provenance import config_hash, git_commit, versions, write_json_atomic
 
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # several accelerate processes would train copies
@@ -157,7 +156,7 @@ def train(config: ClassifyConfig) -> tuple[Path, dict]:
     predictions = record.pop("predictions")
     with open(run_dir / "predictions.jsonl", "w", encoding="utf-8") as handle:
         handle.writelines(json.dumps(p, ensure_ascii=False) + "\n" for p in predictions)
-    metrics = aggregate(config.task, predictions, label_spaces(config.task))
+    metrics = aggregate(config.task, predictions, task_labels(config.task))
     write_json_atomic(run_dir / "metrics.json", metrics)
     write_json_atomic(run_dir / "provenance.json", {
         "kind": "classifier", "recipe": config.recipe, "task": config.task, "backend": config.backend,
