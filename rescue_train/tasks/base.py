@@ -113,8 +113,6 @@ class Task:
     """Base class of the six tasks; subclasses set the class attributes and implement the methods."""
 
     name: str = ""
-    title: str = ""
-    kind: str = ""  # binary | choice | ranking | generation
     default_context: int = 3
     closed_set: bool = True
 
@@ -182,7 +180,7 @@ def _norm(label: str) -> str:
 
 def match_labels(values: Iterable[Any], candidates: Sequence[str]) -> list[str]:
     """Map answer strings onto candidate labels (case, quotes and '-'/' ' vs '_' ignored), keeping first
-    occurrences in order; unknown strings are dropped here and counted by the caller."""
+    occurrences in order; strings that name no candidate are dropped (the raw answer stays in the record)."""
     index = {_norm(c): c for c in candidates}
     ranking: list[str] = []
     for value in values:

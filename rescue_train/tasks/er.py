@@ -36,7 +36,6 @@ def parse_intensity(value: Any) -> int | None:
 
 class EmotionRecognition(GenerationTask):
     name = "er"
-    title = "Emotion recognition"
 
     def build(self, samples: Sequence[Sample], units: dict[str, str], options: BuildOptions) -> BuildResult:
         result = BuildResult([])

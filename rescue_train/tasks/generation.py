@@ -10,7 +10,6 @@ from .base import BuildOptions, BuildResult, Instance, Task, count, evenly_space
 
 
 class GenerationTask(Task):
-    kind = "generation"
     closed_set = False
     default_context = 3
 

@@ -25,8 +25,6 @@ _NO_WORDS = {"no", "n", "false", "0", "listen", "keep_listening", "do_not_speak"
 
 class InterventionTiming(ClosedSetTask):
     name = "itp"
-    title = "Intervention timing"
-    kind = "binary"
     default_context = 3
     json_key = "should_speak"
     json_top = 1

@@ -40,8 +40,6 @@ def row_label(row: Row, fields: tuple[str, ...]) -> str | None:
 
 class RelationPattern(ClosedSetTask):
     name = "rpp"
-    title = "Relation pattern"
-    kind = "ranking"
     default_context = -1
     json_key = "relation_top3"
 

@@ -31,8 +31,6 @@ def latest_emotion(sample: Sample, rows: tuple[int, ...], target: str) -> str:
 
 class SupportStrategy(ClosedSetTask):
     name = "ssp"
-    title = "Support strategy"
-    kind = "ranking"
     default_context = 3
     json_key = "strategy_top3"
 
@@ -41,7 +39,7 @@ class SupportStrategy(ClosedSetTask):
         k = self.context_size(options)
         for sample in samples:
             allowed = taxonomy.label_names("strategy", sample.scenario)
-            for row, strategy, target, source in support_rows(sample, options.stp_targets, result.excluded, count):
+            for row, strategy, target, source in support_rows(sample, options.stp_targets, result.excluded):
                 if strategy not in allowed:
                     count(result.excluded, sample.scenario, f"strategy outside the {sample.scenario} taxonomy: "
                           f"{strategy}")

@@ -10,14 +10,12 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..data.schema import Sample
-from .base import BuildOptions, BuildResult, ClosedSetTask, Instance, count, instance_id, window
+from .base import BuildOptions, BuildResult, ClosedSetTask, Instance, instance_id, window
 from .targets import candidate_targets, support_rows
 
 
 class SupportTarget(ClosedSetTask):
     name = "stp"
-    title = "Support target"
-    kind = "ranking"
     default_context = 3
     json_key = "target_top3"
 
@@ -26,7 +24,7 @@ class SupportTarget(ClosedSetTask):
         k = self.context_size(options)
         for sample in samples:
             candidates = candidate_targets(sample, options.stp_targets)
-            for row, _strategy, target, source in support_rows(sample, options.stp_targets, result.excluded, count):
+            for row, _strategy, target, source in support_rows(sample, options.stp_targets, result.excluded):
                 result.instances.append(Instance(
                     id=instance_id(sample.sample_id, self.name, row.row_index),
                     task=self.name, sample_id=sample.sample_id, unit=units[sample.sample_id],

@@ -8,7 +8,10 @@ pairs and subgroups); the whole group is always the group label.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from ..data.schema import GROUP_SPEAKERS, THERAPIST, Row, Sample
+from .base import count
 
 
 def raw_target(row: Row) -> tuple[tuple[str, ...], str]:
@@ -45,7 +48,7 @@ def candidate_targets(sample: Sample, mode: str) -> tuple[str, ...]:
     return tuple(labels)
 
 
-def support_rows(sample: Sample, mode: str, excluded, count) -> list[tuple[Row, str, str, str]]:
+def support_rows(sample: Sample, mode: str, excluded: Counter) -> list[tuple[Row, str, str, str]]:
     """Therapist rows with a strategy and a resolvable target: (row, strategy, target label, target source).
     Rows left out are counted in ``excluded`` per reason."""
     kept = []

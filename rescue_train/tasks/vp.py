@@ -16,7 +16,6 @@ from .generation import GenerationTask, first_value
 
 class ViewpointPrediction(GenerationTask):
     name = "vp"
-    title = "Viewpoint prediction"
 
     def build(self, samples: Sequence[Sample], units: dict[str, str], options: BuildOptions) -> BuildResult:
         result = BuildResult([])
