@@ -56,9 +56,10 @@ def cls_row(inst: Instance, mode: str) -> dict[str, Any]:
             "label_names": list(inst.candidates)}
 
 
-def gen_row(inst: Instance, mode: str, fmt: str) -> dict[str, Any]:
-    return {"prompt": render(inst, mode, fmt), "reference": TASKS[inst.task].answer(inst, fmt),
-            "gold_json": json.dumps(inst.gold, ensure_ascii=False)}
+def gen_row(inst: Instance, sft: dict[str, Any]) -> dict[str, Any]:
+    """Generation input and reference: the SFT row's prompt and answer, split apart."""
+    *prompt, answer = sft["messages"]
+    return {"prompt": prompt, "reference": answer["content"], "gold_json": json.dumps(inst.gold, ensure_ascii=False)}
 
 
 def _dataset_dict(rows: list[dict[str, Any]]):
@@ -120,8 +121,8 @@ def convert(config: ConvertConfig) -> dict[str, Any]:
             _dataset_dict([{**b, **cls_row(i, config.mode)} for b, i in zip(base, result.instances)]
                           ).save_to_disk(str(folder / "cls"))
         else:
-            _dataset_dict([{**b, **gen_row(i, config.mode, config.answer_format)}
-                           for b, i in zip(base, result.instances)]).save_to_disk(str(folder / "gen"))
+            _dataset_dict([{**b, **gen_row(i, s)} for b, i, s in zip(base, result.instances, sft)]
+                          ).save_to_disk(str(folder / "gen"))
         meta["tasks"][task.name] = {
             "instances": dict(Counter(r["scenario"] for r in records)),
             "splits": dict(Counter(r["split"] for r in records)),
