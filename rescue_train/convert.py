@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .data import load_benchmark
-from .data.splits import SplitManifest, assign_units, check_leakage, make_manifest
+from .data.splits import assign_units, load_or_make_manifest
 from .provenance import versions, write_json_atomic
 from .tasks import TASKS, BuildOptions, Instance, build, get_task, render
 
@@ -70,21 +70,6 @@ def _dataset_dict(rows: list[dict[str, Any]]):
     for row in rows:
         by_split.setdefault(row["split"], []).append(row)
     return datasets.DatasetDict({s: datasets.Dataset.from_list(by_split[s]) for s in SPLIT_ORDER if s in by_split})
-
-
-def load_or_make_manifest(samples, path: Path, scheme: str, k: int, seed: int) -> SplitManifest:
-    """Reuse the manifest at ``path`` when it covers these samples with the same scheme; else write one."""
-    if path.exists():
-        manifest = SplitManifest.load(path)
-        if (manifest.scheme, manifest.seed) == (scheme, seed) and (scheme != "kfold" or manifest.k == k) \
-                and set(manifest.samples) == {s.sample_id for s in samples}:
-            check_leakage(samples, manifest)
-            return manifest
-        raise ValueError(f"{path} was made for other samples or another scheme/k/seed "
-                         f"({manifest.scheme}, k={manifest.k}, seed={manifest.seed}); remove it or pick another --out")
-    manifest = make_manifest(samples, scheme, k, seed)
-    manifest.save(path)
-    return manifest
 
 
 def convert(config: ConvertConfig) -> dict[str, Any]:

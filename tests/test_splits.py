@@ -3,8 +3,8 @@
 import pytest
 
 from factory import row, sample
-from rescue_train.convert import load_or_make_manifest
-from rescue_train.data.splits import LeakageError, SplitManifest, assign_units, check_leakage, make_manifest
+from rescue_train.data.splits import (LeakageError, SplitManifest, assign_units, check_leakage,
+                                      load_or_make_manifest, make_manifest)
 
 
 def couple(sample_id, names, n_rows=2):

@@ -159,3 +159,18 @@ def check_leakage(samples: Sequence[Sample], manifest: SplitManifest) -> None:
     leaks = sorted(k for k, places in where.items() if len(places) > 1)
     if leaks:
         raise LeakageError("split leak: " + "; ".join(f"{k} in {sorted(map(str, where[k]))}" for k in leaks[:10]))
+
+
+def load_or_make_manifest(samples: Sequence[Sample], path: Path, scheme: str, k: int, seed: int) -> SplitManifest:
+    """Reuse the manifest at ``path`` when it covers these samples with the same scheme; else write one."""
+    if path.exists():
+        manifest = SplitManifest.load(path)
+        if (manifest.scheme, manifest.seed) == (scheme, seed) and (scheme != "kfold" or manifest.k == k) \
+                and set(manifest.samples) == {s.sample_id for s in samples}:
+            check_leakage(samples, manifest)
+            return manifest
+        raise ValueError(f"{path} was made for other samples or another scheme/k/seed "
+                         f"({manifest.scheme}, k={manifest.k}, seed={manifest.seed}); remove it or pick another --out")
+    manifest = make_manifest(samples, scheme, k, seed)
+    manifest.save(path)
+    return manifest
