@@ -46,6 +46,8 @@ def compose(recipe: str, overrides: Sequence[str] = ()):
     from omegaconf import OmegaConf
 
     root = project_root()
+    # model=any names its run after the model: runs/<recipe>/<last part of model.path>/fold<k>
+    OmegaConf.register_new_resolver("model_name", lambda path: Path(str(path).rstrip("/")).name, replace=True)
     if recipe not in recipe_names():
         raise ValueError(f"unknown recipe {recipe!r}; available: {', '.join(recipe_names())}")
     search = f"hydra.searchpath=[file://{root / 'configs'}]"

@@ -2,7 +2,7 @@
 
 ``RUN_DIR`` (= ``output_dir``) holds:
 
-* ``adapter/`` – the PEFT adapter with the tokenizer and our training chat template (what the evaluator,
+* ``adapter/`` – the PEFT adapter with the tokenizer and the model's own chat template (what the evaluator,
   ``PeftModel.from_pretrained`` and vLLM's LoRA support load; the base model is ``provenance.json``'s
   ``base_model``);
 * ``config.yaml`` – the resolved config; ``provenance.json`` – versions, git commit, split manifest hash,
@@ -49,7 +49,7 @@ def training_args(cfg: Any, run_dir: Path, has_validation: bool):
         bf16=dtype == torch.bfloat16, fp16=dtype == torch.float16,
         gradient_checkpointing=bool(t.gradient_checkpointing),
         gradient_checkpointing_kwargs={"use_reentrant": False} if t.gradient_checkpointing else None,
-        assistant_only_loss=True,
+        completion_only_loss=True,  # the data are prompt/completion rows: the loss falls on the answer
         logging_steps=int(t.logging_steps), logging_first_step=True,
         eval_strategy="steps" if evaluate else "no", eval_steps=int(t.eval_steps) if evaluate else None,
         save_strategy="steps", save_steps=int(t.eval_steps) if int(t.eval_steps) > 0 else 500,

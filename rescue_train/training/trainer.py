@@ -20,6 +20,8 @@ from typing import Any
 import torch
 from trl import SFTTrainer
 
+from ..chat import check_training_template, end_loss_at_turn_end, fold_system, special_tokens
+
 
 class ClassWeightCollator:
     """Wraps trl's collator and adds the batch's ``class_weight`` tensor (one weight per sequence)."""
@@ -48,6 +50,21 @@ class RescueSFTTrainer(SFTTrainer):
             self.data_collator = ClassWeightCollator(self.data_collator)
         self._meter = torch.zeros(2, dtype=torch.float64)  # real tokens, padded-batch tokens since the last log
         self._meter_since: float | None = None
+
+    def _prepare_dataset(self, dataset, processing_class, args, packing, formatting_func, dataset_name):
+        """trl's preparation of conversational prompt/completion rows (loss on the completion, rendered with
+        the model's own template), with the prompts fitted to the template and the loss ended at the
+        end-of-turn token (:mod:`rescue_train.chat`)."""
+        from trl.data_utils import get_dataset_column_names
+
+        if "input_ids" in get_dataset_column_names(dataset):  # already prepared
+            return super()._prepare_dataset(dataset, processing_class, args, packing, formatting_func, dataset_name)
+        if "prompt" in get_dataset_column_names(dataset) and check_training_template(self._tokenizer):
+            dataset = dataset.map(lambda row: {"prompt": fold_system(row["prompt"])})
+        dataset = super()._prepare_dataset(dataset, processing_class, args, packing, formatting_func, dataset_name)
+        stop_ids = set(special_tokens(self._tokenizer).values())
+        return dataset.map(lambda row: {"labels": end_loss_at_turn_end(
+            row["labels"], row.get("seq_lengths") or [len(row["labels"])], stop_ids)})
 
     def _set_signature_columns_if_needed(self):
         super()._set_signature_columns_if_needed()
