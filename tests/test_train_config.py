@@ -15,7 +15,7 @@ from rescue_train.training.cli import main
 from rescue_train.training.config import compose, recipe_names, split_recipe
 
 LORA_RECIPES = ["all_lora", "er_lora", "itp_lora", "rpp_lora", "ssp_lora", "stp_lora", "vp_lora"]
-PRESETS = sorted(p.stem for p in (ROOT / "configs" / "model").glob("*.yaml"))
+PRESETS = sorted(p.stem for p in (ROOT / "configs" / "model").glob("*.yaml") if p.stem != "any")
 
 
 def test_every_lora_recipe_is_shipped():
@@ -32,6 +32,21 @@ def test_every_recipe_composes_with_every_model_preset(recipe, model):
     assert cfg.lora.target_modules == cfg.model.lora_target_modules
 
 
+def test_any_hub_model_by_name_without_a_preset():
+    cfg = compose("ssp_lora", ["model=any", "model.path=HuggingFaceTB/SmolLM2-360M-Instruct"])
+    assert (cfg.model.name, cfg.output_dir) == ("SmolLM2-360M-Instruct", "runs/ssp_lora/SmolLM2-360M-Instruct/fold0")
+    assert (cfg.lora.target_modules, cfg.model.chat_template, cfg.train.precision) == ("all-linear", None, "auto")
+    with pytest.raises(ValueError, match=r"recipe ssp_lora: set model.path \(e.g. model.path=...\)"):
+        compose("ssp_lora", ["model=any"])
+
+
+def test_presets_set_precision_and_attention():
+    gemma = compose("ssp_lora", ["model=gemma-3-1b-it"])
+    assert (gemma.train.precision, gemma.model.attn_implementation) == ("bf16", "eager")
+    assert compose("ssp_lora", ["model=gemma-3-1b-it", "train.precision=fp32"]).train.precision == "fp32"
+    assert compose("ssp_lora", ["model=qwen3-8b"]).train.precision == "auto"
+
+
 def test_ssp_recipe_defaults_and_overrides():
     cfg = compose("ssp_lora", ["train.lr=1e-4", "data.test_fold=2", "balance.class_weights=balanced"])
     assert dict(cfg.tasks) == {"ssp": 1.0}
@@ -45,11 +60,11 @@ def test_all_lora_mixes_the_six_tasks():
         "itp": 1.0, "rpp": 1.0, "stp": 1.0, "ssp": 1.0, "er": 1.0, "vp": 2.0}
 
 
-def test_real_presets_name_their_hub_model_template_and_projections():
+def test_real_presets_name_their_hub_model_and_projections_and_keep_its_own_template():
     qwen = compose("ssp_lora", ["model=qwen2.5-7b-instruct"]).model
-    assert (qwen.path, qwen.chat_template) == ("Qwen/Qwen2.5-7B-Instruct", "chatml")
+    assert (qwen.path, qwen.chat_template) == ("Qwen/Qwen2.5-7B-Instruct", None)
     llama = compose("ssp_lora", ["model=llama-3.1-8b-instruct"]).model
-    assert (llama.path, llama.chat_template) == ("meta-llama/Llama-3.1-8B-Instruct", "llama3")
+    assert (llama.path, llama.chat_template) == ("meta-llama/Llama-3.1-8B-Instruct", None)
     assert list(llama.lora_target_modules) == ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
                                                "down_proj"]
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from sft_helpers import ROOT, chat, make_trainer, tiny_model
+from sft_helpers import ROOT, chat_rows, make_trainer, tiny_model
 
-from rescue_train.training.templates import CHATML
+from rescue_train.training.tiny import CHAT_TEMPLATE
 
 FAST = ["model=tiny", "train.max_steps=2", "train.batch_size=2", "train.grad_accum=1", "train.eval_steps=2",
         "train.logging_steps=1", "train.lr=1e-2"]
@@ -40,7 +40,7 @@ def test_accelerate_launch_leaves_a_loadable_adapter_and_its_provenance(launched
     model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(prov["base_model"]),
                                       str(launched_run / "adapter"))
     assert model.peft_config["default"].r == 16
-    assert (launched_run / "adapter" / "chat_template.jinja").read_text() == CHATML
+    assert (launched_run / "adapter" / "chat_template.jinja").read_text() == CHAT_TEMPLATE  # the model's own
     meta = json.loads((launched_run / "data" / "convert_meta.json").read_text())
     assert prov["data"]["train_instances"] == meta["tasks"]["ssp"]["splits"]["train"]
     assert prov["data"]["validation_instances"] == meta["tasks"]["ssp"]["splits"]["validation"]
@@ -109,11 +109,8 @@ def test_resume_true_without_checkpoint_is_an_error(tmp_path):
 
 @pytest.mark.slow
 def test_loss_falls_when_overfitting_one_batch(tmp_path):
-    import datasets
-
-    rows = [chat(a, q) for a, q in [("yes", "Speak now?"), ("no", "Wait?"), ("reframing", "Strategy?"),
-                                     ("Couple", "Target?")]]
-    trainer = make_trainer(datasets.Dataset.from_dict({"messages": rows}), tmp_path, max_steps=30,
+    rows = chat_rows([("yes", "Speak now?"), ("no", "Wait?"), ("reframing", "Strategy?"), ("Couple", "Target?")])
+    trainer = make_trainer(rows, tmp_path, max_steps=30,
                            per_device_train_batch_size=4, learning_rate=1e-2, logging_steps=1,
                            gradient_checkpointing=False, lr_scheduler_type="constant")
     trainer.train()

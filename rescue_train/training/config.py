@@ -53,8 +53,15 @@ def compose(recipe: str, overrides: Sequence[str] = ()):
     search = f"hydra.searchpath=[file://{root / 'configs'}]"
     with initialize_config_dir(config_dir=str(root / "recipes"), version_base=None):
         cfg = hydra_compose(config_name=recipe, overrides=[search, *overrides])
-    OmegaConf.resolve(cfg)
-    missing = sorted(OmegaConf.missing_keys(cfg))
+    missing = _unset(OmegaConf.to_container(cfg, resolve=False))  # not what is derived from them
     if missing:
         raise ValueError(f"recipe {recipe}: set {', '.join(missing)} (e.g. {missing[0]}=...)")
+    OmegaConf.resolve(cfg)
     return cfg
+
+
+def _unset(node, prefix: str = "") -> list[str]:
+    """The keys left ``???`` (mandatory) in a raw config container."""
+    if isinstance(node, dict):
+        return [k for key, value in node.items() for k in _unset(value, f"{prefix}{key}.")]
+    return [prefix[:-1]] if node == "???" else []
