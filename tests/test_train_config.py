@@ -142,3 +142,33 @@ def test_accelerate_configs_load(name):
     config = load_config_from_file(str(ROOT / "configs" / "accelerate" / f"{name}.yaml"))
     assert config.distributed_type.value == {"single_gpu": "NO", "multi_gpu": "MULTI_GPU", "fsdp": "FSDP",
                                              "zero3": "DEEPSPEED"}[name]
+
+
+# The architecture behind each hub preset, for a randomly initialised miniature of it (no download).
+ARCHITECTURES = {"qwen2.5-0.5b-instruct": "Qwen2Config", "qwen2.5-1.5b-instruct": "Qwen2Config",
+                 "qwen2.5-7b-instruct": "Qwen2Config", "qwen3-8b": "Qwen3Config", "smollm2": "LlamaConfig",
+                 "llama-3.1-8b-instruct": "LlamaConfig", "gemma-3-1b-it": "Gemma3TextConfig",
+                 "mistral-7b-instruct-v0.3": "MistralConfig", "phi-4-mini-instruct": "Phi3Config"}
+
+
+def test_every_hub_preset_has_its_architecture_listed():
+    assert set(ARCHITECTURES) == set(PRESETS) - {"tiny"}
+
+
+@pytest.mark.parametrize("preset", sorted(ARCHITECTURES))
+def test_preset_lora_targets_are_the_architectures_projections(preset):
+    """Every module a preset names exists in its architecture and gets a LoRA pair; with its attention."""
+    import transformers
+    from peft import get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from rescue_train.training.models import lora_config
+
+    cfg = compose("ssp_lora", [f"model={preset}"])
+    config = getattr(transformers, ARCHITECTURES[preset])(
+        vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=1, head_dim=32, pad_token_id=0)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation=cfg.model.attn_implementation or "sdpa")
+    adapted = get_peft_model(model, lora_config(cfg.lora))
+    wrapped = {name.rsplit(".", 1)[-1] for name, module in adapted.named_modules() if hasattr(module, "lora_A")}
+    assert wrapped == set(cfg.model.lora_target_modules)
