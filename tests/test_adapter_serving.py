@@ -20,7 +20,7 @@ pytest.importorskip("vllm")
 from sft_helpers import ROOT  # noqa: E402
 
 from rescue_train.data import load_samples  # noqa: E402
-from rescue_train.evaluation.protocols import messages, predict  # noqa: E402
+from rescue_train.evaluation.protocols import messages  # noqa: E402
 from rescue_train.tasks import build  # noqa: E402
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
@@ -34,12 +34,6 @@ def run_dir(tmp_path_factory) -> Path:
     from rescue_train.training.sft import run
 
     return run(compose("ssp_lora", [*TRAIN, f"output_dir={tmp_path_factory.mktemp('run') / 'ssp'}"]))
-
-
-@pytest.fixture(scope="module")
-def instances():
-    samples = load_samples("bundled")
-    return build("ssp", samples).instances[:4] + build("itp", samples).instances[:2]
 
 
 @pytest.fixture(scope="module")
@@ -87,30 +81,30 @@ def test_the_adapter_saves_the_models_own_template(run_dir):
     assert (run_dir / "adapter" / "chat_template.jinja").read_text() == AutoTokenizer.from_pretrained(base).chat_template
 
 
-def test_hf_vllm_and_vllm_serve_see_the_same_prompts_and_answer_alike(run_dir, instances, served):
-    from rescue_train.evaluation.backends.hf import HFBackend
-    from rescue_train.evaluation.backends.openai import OpenAIBackend
-    from rescue_train.evaluation.backends.vllm import VLLMBackend
+def test_hf_vllm_and_vllm_serve_see_the_same_prompts_and_answer_alike(run_dir, served, tmp_path):
+    """The evaluator on the run with the hf and vllm backends, and the documented `rescue-train eval
+    backend=openai` against the server; greedy and unconstrained, so the answers must be the same text."""
+    from rescue_train.evaluation.backends.base import ChatEncoder
+    from rescue_train.evaluation.config import load_config
+    from rescue_train.evaluation.runner import run
+    from transformers import AutoTokenizer
 
     base = json.loads((run_dir / "provenance.json").read_text())["base_model"]
-    adapter = str(run_dir / "adapter")
-    records = {}
-    hf = HFBackend(base, adapters={"lora": adapter}, tokenizer=adapter, dtype="float32")
-    records["hf"] = predict(hf, instances, protocol="sft", mode="dialogue", adapter="lora", constrained=False)
-    engine = VLLMBackend(base, adapters={"lora": adapter}, tokenizer=adapter, dtype="float32", max_model_len=8192,
-                         progress=False)
-    try:
-        records["vllm"] = predict(engine, instances, protocol="sft", mode="dialogue", adapter="lora",
-                                  constrained=False)
-    finally:
-        engine.close()
-    records["openai"] = predict(OpenAIBackend(base, base_url=f"{served}/v1", concurrency=2), instances,
-                                protocol="sft", mode="dialogue", adapter="lora", constrained=False)
-    # the server renders each prompt into exactly the tokens our evaluator (and training) uses
-    for inst in instances:
-        asked = messages(inst, "sft", "dialogue")
-        tokens = _post(f"{served}/tokenize", {"model": "lora", "messages": asked})["tokens"]
-        assert tokens == hf.encoder.prompt_ids(asked)
+    common = ["tasks=[ssp,itp]", "limit=3", "protocol=sft", "constrained=false", "bertscore=none", "progress=false",
+              "dtype=float32"]
+    by_backend = {}
+    for backend, model in (("hf", [f"adapter={run_dir}"]),
+                           ("vllm", [f"adapter={run_dir}", "max_model_len=8192"]),
+                           ("openai", [f"model={base}", "adapter=lora", f"base_url={served}/v1"])):
+        (results,) = run(load_config([f"backend={backend}", *model, *common, f"output={tmp_path / backend}"]))
+        by_backend[backend] = {r["id"]: r for r in results["records"]}
+    assert len(by_backend["hf"]) == 6
     for name in ("vllm", "openai"):
-        assert [r["prompt_hash"] for r in records[name]] == [r["prompt_hash"] for r in records["hf"]]
-        assert [r["raw"] for r in records[name]] == [r["raw"] for r in records["hf"]], name
+        assert {i: (r["prompt_hash"], r["raw"]) for i, r in by_backend[name].items()} == \
+            {i: (r["prompt_hash"], r["raw"]) for i, r in by_backend["hf"].items()}, name
+    # the server renders each prompt into exactly the tokens our evaluator (and training) uses
+    encoder = ChatEncoder(AutoTokenizer.from_pretrained(run_dir / "adapter"))
+    samples = load_samples("bundled")
+    for inst in build("ssp", samples).instances[:3] + build("itp", samples).instances[:3]:
+        asked = messages(inst, "sft", "dialogue")
+        assert _post(f"{served}/tokenize", {"model": "lora", "messages": asked})["tokens"] == encoder.prompt_ids(asked)
