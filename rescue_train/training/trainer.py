@@ -1,5 +1,9 @@
 """trl's SFTTrainer plus what it lacks here: weighted sampling, class-weighted answer loss, throughput logs.
 
+The data are conversational prompt/completion rows: trl renders them with the model's own chat template and
+puts the loss on the answer; :mod:`rescue_train.chat` fits the prompts to the template and ends the loss at
+the answer's end-of-turn token, as the evaluator renders and scores them.
+
 The dataset may carry two per-instance columns (see :mod:`.weighting`):
 
 * ``sample_weight`` – draw probability; the training sampler becomes a seeded ``WeightedRandomSampler``
@@ -59,12 +63,13 @@ class RescueSFTTrainer(SFTTrainer):
 
         if "input_ids" in get_dataset_column_names(dataset):  # already prepared
             return super()._prepare_dataset(dataset, processing_class, args, packing, formatting_func, dataset_name)
+        # in memory: several ranks would otherwise write the same cache files next to the run's data
         if "prompt" in get_dataset_column_names(dataset) and check_training_template(self._tokenizer):
-            dataset = dataset.map(lambda row: {"prompt": fold_system(row["prompt"])})
+            dataset = dataset.map(lambda row: {"prompt": fold_system(row["prompt"])}, keep_in_memory=True)
         dataset = super()._prepare_dataset(dataset, processing_class, args, packing, formatting_func, dataset_name)
         stop_ids = set(special_tokens(self._tokenizer).values())
         return dataset.map(lambda row: {"labels": end_loss_at_turn_end(
-            row["labels"], row.get("seq_lengths") or [len(row["labels"])], stop_ids)})
+            row["labels"], row.get("seq_lengths") or [len(row["labels"])], stop_ids)}, keep_in_memory=True)
 
     def _set_signature_columns_if_needed(self):
         super()._set_signature_columns_if_needed()
