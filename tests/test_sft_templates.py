@@ -133,6 +133,27 @@ def test_a_template_that_renders_prompts_differently_is_a_clear_error(tmp_path):
         make_trainer(chat_rows([("yes", "Q?")]), tmp_path, tokenizer=tokenizer, model=model)
 
 
+def test_a_chat_template_file_replaces_the_models_own_and_a_model_without_one_is_refused(tmp_path):
+    from omegaconf import OmegaConf
+
+    from chat_families import QWEN25
+    from rescue_train.training.models import load_tokenizer
+    from rescue_train.training.tiny import tiny_model_path
+
+    (tmp_path / "qwen.jinja").write_text(QWEN25)
+    tokenizer = load_tokenizer(OmegaConf.create({"chat_template": str(tmp_path / "qwen.jinja")}), str(tiny_model_path()))
+    assert tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}], tokenize=False) == \
+        "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n" \
+        "<|im_start|>user\nHi<|im_end|>\n"
+    with pytest.raises(ValueError, match="model.chat_template=.*missing.jinja: no such file"):
+        load_tokenizer(OmegaConf.create({"chat_template": str(tmp_path / "missing.jinja")}), str(tiny_model_path()))
+    bare = tmp_path / "bare"
+    tokenizer.chat_template = None
+    tokenizer.save_pretrained(bare)
+    with pytest.raises(ValueError, match="has no chat template: fine-tune an instruction-tuned"):
+        load_tokenizer(OmegaConf.create({"chat_template": None}), str(bare))
+
+
 def test_packed_rows_carry_each_answer_and_end_of_turn(tmp_path):
     """With packing, the instances of a row keep their own answer-only loss (seq_lengths mark them)."""
     from sft_helpers import tiny_tokenizer

@@ -153,3 +153,29 @@ def test_two_process_cpu_ddp_splits_the_batches(tmp_path):
     assert prov["status"] == "finished" and prov["global_step"] == 2
     # an epoch is ceil(n / (2 ranks x 2)) steps; a single process would need ceil(n / 2)
     assert prov["metrics"]["epoch"] == pytest.approx(2 / math.ceil(prov["data"]["train_instances"] / 4))
+
+
+@pytest.mark.slow
+def test_any_model_by_name_trains_packed(tmp_path):
+    """model=any with model.path (here the tiny model's name) and packing, through the whole run (the packed
+    rows' loss: tests/test_sft_templates.py)."""
+    from rescue_train.training.config import compose
+    from rescue_train.training.sft import run
+
+    cfg = compose("ssp_lora", [*FAST, "model=any", "model.path=tiny", "train.packing=true", "balance.sampling=none",
+                               "train.eval_steps=0", "train.report_to=[none]", f"output_dir={tmp_path}"])
+    assert cfg.model.name == "tiny" and cfg.lora.target_modules == "all-linear"
+    run(cfg)
+    prov = json.loads((tmp_path / "provenance.json").read_text())
+    assert prov["status"] == "finished" and prov["global_step"] == 2 and prov["model_preset"] == "tiny"
+
+
+@pytest.mark.slow
+def test_class_weighted_answer_tokens_train_through_the_run(tmp_path):
+    from rescue_train.training.config import compose
+    from rescue_train.training.sft import run
+
+    run(compose("ssp_lora", [*FAST, "balance.class_weights=balanced", "train.eval_steps=0", "train.report_to=[none]",
+                             f"output_dir={tmp_path}"]))
+    prov = json.loads((tmp_path / "provenance.json").read_text())
+    assert prov["status"] == "finished" and prov["global_step"] == 2 and prov["metrics"]["train_loss"] > 0
