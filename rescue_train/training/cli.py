@@ -13,6 +13,7 @@ classifier. Recipes: {recipes}
 Examples:
   accelerate launch train.py recipe=ssp_lora model=tiny train.max_steps=20
   accelerate launch --config_file configs/accelerate/single_gpu.yaml train.py recipe=ssp_lora model=qwen2.5-7b-instruct
+  accelerate launch train.py recipe=ssp_lora model=any model.path=ORG/CHAT-MODEL   # any chat model, no preset
   rescue-train train recipe=rpp_cls strategy=logit_adjusted [backend=torch] [data.test_fold=0]
 Options are documented in docs/training.md and docs/classifiers.md; print the resolved config with --cfg.
 """
