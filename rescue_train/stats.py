@@ -85,6 +85,8 @@ def format_stats(stats: dict[str, Any]) -> str:
                 lines.append("  labels: " + ", ".join(f"{k} {v} ({100 * v / total:.1f}%)" for k, v in s["labels"].items()))
             for reason, n in s["excluded"].items():
                 lines.append(f"  excluded {n:>5}  {reason}")
+    if stats.get("load_notes"):
+        lines += ["", *(f"note: {note}" for note in stats["load_notes"])]
     return "\n".join(lines)
 
 
