@@ -138,9 +138,9 @@ def _read_json_file(path: Path, data: bytes, notes: list[str]) -> Found:
 
 def _tree_files(root: Path, notes: list[str]) -> list[Path]:
     """Every readable sample file under ``root`` (links followed); each other path is named in a note."""
-    files: list[Path] = []
-    folders_read = {os.path.realpath(root)}
-    files_read: dict[str, Path] = {}
+    inside = os.path.realpath(root)
+    folders_read = {inside}
+    candidates: list[Path] = []
 
     def cannot_list(exc: OSError) -> None:
         raise DataError(Location(file=exc.filename), f"cannot list the folder: {exc.strerror or exc}")
@@ -152,9 +152,9 @@ def _tree_files(root: Path, notes: list[str]) -> list[Path]:
             path, real = here / name, os.path.realpath(here / name)
             if name.startswith("."):
                 notes.append(f"{path}: skipped (a hidden folder)")
-            elif real in folders_read:
-                notes.append(f"{path}: skipped (a link to a folder already read: {real}; following it would "
-                             f"read it twice or loop)")
+            elif real in folders_read or path.is_symlink() and _is_within(real, inside):
+                notes.append(f"{path}: skipped (a link to a folder inside this tree: {real}; it is read under "
+                             f"its own path, and following the link would read it twice or loop)")
             else:
                 folders_read.add(real)
                 kept.append(name)
@@ -166,15 +166,24 @@ def _tree_files(root: Path, notes: list[str]) -> list[Path]:
                              f"loops)")
             elif not path.is_file():
                 notes.append(f"{path}: skipped (not a regular file)")
-            elif name.startswith(".") or path.suffix.lower() not in SAMPLE_SUFFIXES:
-                notes.append(f"{path}: skipped (not a .json or .jsonl file)" if not name.startswith(".")
-                             else f"{path}: skipped (a hidden file)")
-            elif os.path.realpath(path) in files_read:
-                notes.append(f"{path}: skipped (the same file as {files_read[os.path.realpath(path)]})")
+            elif name.startswith("."):
+                notes.append(f"{path}: skipped (a hidden file)")
+            elif path.suffix.lower() not in SAMPLE_SUFFIXES:
+                notes.append(f"{path}: skipped (not a .json or .jsonl file)")
             else:
-                files_read[os.path.realpath(path)] = path
-                files.append(path)
-    return sorted(files)
+                candidates.append(path)
+    files_read: dict[str, Path] = {}
+    for path in sorted(candidates, key=lambda p: (p.is_symlink(), p)):  # a file's own path before links to it
+        real = os.path.realpath(path)
+        if real in files_read:
+            notes.append(f"{path}: skipped (the same file as {files_read[real]})")
+        else:
+            files_read[real] = path
+    return sorted(files_read.values())
+
+
+def _is_within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def _read_tree(root: Path, notes: list[str], digest) -> Found:

@@ -422,9 +422,10 @@ def parse_sample(raw: Any, where: Location, *, sample_id: str | None = None,
         raise DataError(where.at(field="scenario"), f"expected one of {SCENARIOS}, got {_describe(scenario)}")
     rows = tuple(parse_row(r, i, where) for i, r in enumerate(rows_raw, start=1))
     participants = raw.get("participants")
-    if participants is None:
+    if participants is None:  # the rows' first spelling of each name is the one the others must match
+        check_name_spellings(rows, (), where)
         names = participants_from_rows(rows)
     else:
         names = clean_participants(_names(participants, where, "participants"), where, notes)
-    check_name_spellings(rows, names, where)
+        check_name_spellings(rows, names, where)
     return Sample(sample_id, scenario, names, rows, source=str(where.file or ""))
