@@ -276,7 +276,7 @@ class Sample:
 
 def parse_row(raw: Any, position: int, where: Location) -> Row:
     """Parse the row at 1-based ``position``; an explicit ``row_index`` must agree with it."""
-    where = where.at(row_index=position, field=None)
+    where = Location(where.file, where.line, where.sample_id, position)  # not .at(): this runs for every row
     if type(raw) is not dict:
         raise DataError(where, f"expected an object, got {_describe(raw)}")
     index = raw.get("row_index", position)
@@ -388,6 +388,18 @@ def check_name_spellings(rows: tuple[Row, ...], participants: tuple[str, ...], w
     and Unicode form: ``therapist`` would silently turn a therapist row into a client's."""
     first: dict[str, str] = {name_key(n): n for n in (THERAPIST, *GROUP_SPEAKERS, *participants)}
     spelt = set(first.values())
+    # A quick pass over the distinct names; only a clash needs the row-by-row pass that locates it.
+    distinct: set[str] = set()
+    for row in rows:  # the names _row_names lists, without their fields
+        distinct.add(row.speaker)
+        distinct.update(row.target)
+        for item in row.support_strategy:
+            distinct.update(item.target)
+        distinct.update([item.person for item in row.internal_emotion])
+        distinct.update([name for item in row.viewpoints for name in (item.source, item.target)])
+    distinct -= spelt
+    if len({name_key(n) for n in distinct} | first.keys()) == len(distinct) + len(first):
+        return
     for row in rows:
         for name_field, name in _row_names(row):
             if name in spelt or not name:
