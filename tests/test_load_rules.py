@@ -196,6 +196,23 @@ def test_lone_surrogate_is_a_located_error_but_a_pair_is_text(tmp_path):
     assert sample.rows[0].dialogue == "fine \U0001f600"
 
 
+def test_a_lone_surrogate_in_a_list_of_samples_names_the_item(tmp_path):
+    path = tmp_path / "two.json"
+    path.write_text('[' + one_row_sample('{"row_index": 1, "primary_speaker": "Ann"}') + ', ' +
+                    one_row_sample('{"row_index": 1, "primary_speaker": "Ann \\udfff"}').replace("a/1", "b/1") + ']')
+    assert error_of(path) == (f"{path}:2, sample 'b/1', row 1, field 'primary_speaker': text holds a lone "
+                              f"surrogate \\udfff at character 5 (half of a UTF-16 pair: not valid Unicode)")
+
+
+def test_a_convert_output_folder_is_not_taken_for_a_benchmark(tmp_path):
+    from rescue_train.convert import ConvertConfig, convert
+
+    convert(ConvertConfig(out=str(tmp_path / "out"), tasks=["itp"], scheme="none"))
+    assert error_of(tmp_path / "out") == (f"{tmp_path / 'out'}: this is an output folder of `rescue-train convert`, "
+                                          f"not a benchmark: point at the source it was converted from (see its "
+                                          f"convert_meta.json)")
+
+
 def test_an_unreadable_file_is_a_located_error(tmp_path, monkeypatch):
     path = write_lines(tmp_path / "b.jsonl", [intensity_line("3")])
     path.chmod(0)

@@ -118,6 +118,8 @@ def _check_surrogates(value: Any, where: Location) -> None:
 
 def _located(sample: Any, path: tuple, where: Location) -> Location:
     """``where`` narrowed to the sample, row and field at ``path`` (keys and list positions) in ``sample``."""
+    if isinstance(sample, list) and path:  # a .json file holding a list of samples: item n is "line" n
+        sample, path, where = sample[path[0]], path[1:], where.at(line=path[0] + 1)
     if isinstance(sample, dict) and isinstance(sample.get("sample_id"), str) and where.sample_id is None:
         where = where.at(sample_id=sample["sample_id"])
     if len(path) >= 2 and path[0] == "rows" and isinstance(path[1], int):
@@ -292,6 +294,9 @@ def _load(source: str | Path) -> Benchmark:
         found = list(reader(path, data, notes))
         del data
     elif path.is_dir():
+        if (path / "convert_meta.json").is_file():
+            raise DataError(Location(file=text), "this is an output folder of `rescue-train convert`, not a "
+                            "benchmark: point at the source it was converted from (see its convert_meta.json)")
         if _is_saved_dataset(path):
             found = list(_read_records(_load_saved_dataset(path), str(path), notes))
         else:
