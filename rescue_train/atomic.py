@@ -50,7 +50,7 @@ def _link_or_copy(source: str, target: str) -> None:
 @contextmanager
 def complete_or_absent(final: str | Path) -> Iterator[Path]:
     """Yield a temporary folder to fill; on success it replaces ``final`` by renames."""
-    final = Path(final)
+    final = Path(os.path.abspath(final))  # "." or "out/" have a name to put a sibling beside
     if final.exists() and not final.is_dir():
         raise ValueError(f"{final}: exists and is not a folder; choose another output folder")
     final.parent.mkdir(parents=True, exist_ok=True)

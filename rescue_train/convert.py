@@ -31,6 +31,7 @@ from .provenance import versions, write_json_atomic
 from .tasks import TASKS, BuildOptions, Instance, build, get_task, render
 
 SPLIT_ORDER = ("train", "validation", "test")
+KEEPS = ("convert_meta.json", "split_manifest.json")  # what marks a folder as convert's own
 
 
 @dataclass
@@ -79,7 +80,12 @@ def _dataset_dict(rows: list[dict[str, Any]]):
 def convert(config: ConvertConfig) -> dict[str, Any]:
     """Write every requested task's datasets; returns the metadata also written to convert_meta.json."""
     bench = load_benchmark(config.source)
-    kept_manifest = Path(config.out) / "split_manifest.json"
+    out = Path(config.out)
+    if out.is_dir() and any(out.iterdir()) and not any((out / name).is_file() for name in KEEPS):
+        # The folder is replaced as a whole at the end: never take over one that holds something else.
+        raise ValueError(f"{out}: a folder that is neither empty nor a `rescue-train convert` output (no "
+                         f"{' or '.join(KEEPS)}); choose a new or empty folder for --out")
+    kept_manifest = out / "split_manifest.json"
     if kept_manifest.exists():  # checked in place first, so a mismatch names the user's file
         load_or_make_manifest(bench.samples, kept_manifest, config.scheme, config.k, config.seed)
     with complete_or_absent(config.out) as out:

@@ -84,6 +84,17 @@ def test_a_failing_writer_leaves_the_old_folder_untouched(tmp_path):
     assert tree(final) == {"a.txt": b"first"} and partials(final) == []
 
 
+def test_convert_never_takes_over_a_folder_holding_something_else(tmp_path):
+    from rescue_train.convert import ConvertConfig, convert
+
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(ValueError) as info:
+        convert(ConvertConfig(out=str(tmp_path), tasks=["itp"]))
+    assert str(info.value) == (f"{tmp_path}: a folder that is neither empty nor a `rescue-train convert` output (no "
+                               f"convert_meta.json or split_manifest.json); choose a new or empty folder for --out")
+    assert tree(tmp_path) == {"notes.txt": b"mine"}
+
+
 def test_an_output_path_that_is_a_file_is_refused(tmp_path):
     (tmp_path / "out").write_text("keep me")
     with pytest.raises(ValueError, match="exists and is not a folder"):
