@@ -147,6 +147,20 @@ def test_a_folder_with_nothing_to_read_is_an_error(tmp_path):
                                   f"\n  note: {tmp_path}/b.jsonl: skipped (an empty file)")
 
 
+def test_upper_case_extensions_of_a_single_file(tmp_path):
+    one = raw_sample("a/1", [row("Ann", ["Ben"])])
+    (tmp_path / "ONE.JSON").write_text(json.dumps(one))
+    write_lines(tmp_path / "ALL.JSONL", [one, raw_sample("b/1", [row("Ann", ["Ben"])])])
+    assert [s.sample_id for s in load_benchmark(tmp_path / "ONE.JSON").samples] == ["a/1"]
+    assert [s.sample_id for s in load_benchmark(tmp_path / "ALL.JSONL").samples] == ["a/1", "b/1"]
+
+
+def test_lines_of_samples_in_a_json_file_get_a_hint(tmp_path):
+    path = write_lines(tmp_path / "b.json", [raw_sample("a/1", [row("Ann")]), raw_sample("b/1", [row("Ann")])])
+    assert error_of(path) == (f"{path}:2: invalid JSON: Extra data at column 1; a .json file holds one sample or a "
+                              f"list of them, one sample per line is a .jsonl file")
+
+
 # ------------------------------------------------------------------------------------ located errors
 
 @pytest.mark.parametrize("literal, expected", [

@@ -86,7 +86,9 @@ def _json(text: str, where: Location, line_is_known: bool = True) -> Any:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         at = where if line_is_known else where.at(line=exc.lineno)
-        raise DataError(at, f"invalid JSON: {exc.msg} at column {exc.colno}") from None
+        hint = ("; a .json file holds one sample or a list of them, one sample per line is a .jsonl file"
+                if exc.msg == "Extra data" and not line_is_known else "")
+        raise DataError(at, f"invalid JSON: {exc.msg} at column {exc.colno}{hint}") from None
     except RecursionError:
         raise DataError(where, "lists or objects nested too deeply to read (Python's limit is about "
                                "1000 levels)") from None
