@@ -92,9 +92,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             for note in meta["manifest_notes"] + meta["load_notes"]:
                 print("note:", note)
         return 0
-    except (DataError, ValueError, FileNotFoundError) as exc:
-        print(f"rescue-train: error: {exc}", file=sys.stderr)
-        return 2
     except BrokenPipeError:  # the reader stopped early (`| head`): not an error; keep Python quiet at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except (DataError, ValueError, OSError) as exc:  # OSError: an output folder that cannot be written
+        print(f"rescue-train: error: {exc}", file=sys.stderr)
+        return 2

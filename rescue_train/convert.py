@@ -9,24 +9,29 @@
 * ``gen/`` (ER, VP) – prompt messages and the gold answer for generation;
 
 plus ``OUT/split_manifest.json`` (written once, then reused) and ``OUT/convert_meta.json`` (options,
-counts, exclusions, source fingerprint, versions). Every dataset row carries ``fold`` and ``split`` so a
-trainer can pick any fold of the k-fold manifest; the DatasetDict's keys are the splits for ``test_fold``.
+counts, exclusions, load notes, source fingerprint, versions). Every dataset row carries ``fold`` and
+``split`` so a trainer can pick any fold of the k-fold manifest; the DatasetDict's keys are the splits for
+``test_fold``. ``OUT`` is complete or absent: it is written beside itself and renamed into place at the
+end (:mod:`rescue_train.atomic`).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from .atomic import complete_or_absent
 from .data import load_benchmark
 from .data.splits import assign_units, load_or_make_manifest
 from .provenance import versions, write_json_atomic
 from .tasks import TASKS, BuildOptions, Instance, build, get_task, render
 
 SPLIT_ORDER = ("train", "validation", "test")
+KEEPS = ("convert_meta.json", "split_manifest.json")  # what marks a folder as convert's own
 
 
 @dataclass
@@ -74,8 +79,20 @@ def _dataset_dict(rows: list[dict[str, Any]]):
 
 def convert(config: ConvertConfig) -> dict[str, Any]:
     """Write every requested task's datasets; returns the metadata also written to convert_meta.json."""
-    out = Path(config.out)
     bench = load_benchmark(config.source)
+    out = Path(config.out)
+    if out.is_dir() and any(out.iterdir()) and not any((out / name).is_file() for name in KEEPS):
+        # The folder is replaced as a whole at the end: never take over one that holds something else.
+        raise ValueError(f"{out}: a folder that is neither empty nor a `rescue-train convert` output (no "
+                         f"{' or '.join(KEEPS)}); choose a new or empty folder for --out")
+    kept_manifest = out / "split_manifest.json"
+    if kept_manifest.exists():  # checked in place first, so a mismatch names the user's file
+        load_or_make_manifest(bench.samples, kept_manifest, config.scheme, config.k, config.seed)
+    with complete_or_absent(config.out) as out:
+        return _write(config, bench, out)
+
+
+def _write(config: ConvertConfig, bench, out: Path) -> dict[str, Any]:
     manifest = load_or_make_manifest(bench.samples, out / "split_manifest.json", config.scheme, config.k, config.seed)
     roles = manifest.roles(config.test_fold)
     units = assign_units(bench.samples)
@@ -95,7 +112,8 @@ def convert(config: ConvertConfig) -> dict[str, Any]:
             record = {**inst.to_record(), "fold": fold if isinstance(fold, int) else -1, "split": roles[inst.unit]}
             records.append(record)
         folder = out / task.name
-        folder.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(folder, ignore_errors=True)  # an earlier conversion's files are hard links: never rewrite them
+        folder.mkdir(parents=True)
         lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
         (folder / "instances.jsonl").write_text(lines, encoding="utf-8")
         keys = ("id", "task", "scenario", "unit", "sample_id", "fold", "split")

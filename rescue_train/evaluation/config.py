@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
+from ..provenance import unfinished_training_run
 from ..tasks import MODES, TASKS
 from .backends import BACKENDS
 
@@ -174,6 +175,7 @@ def find_adapter(folder: Path) -> tuple[Path, dict[str, Any]]:
         raise ValueError(f"adapter {folder}: no such folder")
     provenance_file = folder / "provenance.json"
     provenance = json.loads(provenance_file.read_text()) if provenance_file.exists() else {}
+    unfinished_training_run(folder, provenance)
     if (folder / "adapter_config.json").exists():
         return folder, provenance
     named = folder / str(provenance.get("adapter", ""))

@@ -100,6 +100,8 @@ def read_jsonl(path: Path) -> list[dict]:
                 write_jsonl_atomic(path, records)
                 break
             raise ValueError(f"{path}:{number}: corrupt record ({exc.msg}); delete the run folder or the line") from None
+    if lines[-1]:  # the crash also cost the last record its newline: end the line, or the next append joins it
+        write_jsonl_atomic(path, records)
     return records
 
 

@@ -31,7 +31,7 @@ class Instance(NamedTuple):
     unit: str
     scenario: str
     row_index: int
-    context: tuple[int, ...]
+    context: range  # consecutive rows: a range costs the same for 3 rows or 3,000 (all prior rows)
     current: int | None
     candidates: tuple[str, ...]
     gold: Any
@@ -151,12 +151,13 @@ def evenly_spaced(items: Sequence[Any], limit: int, *, single: str) -> list[Any]
     return [items[p] for p in picked]
 
 
-def window(current: int, k: int) -> tuple[int, ...]:
-    """Row indices strictly before ``current``: none (k=0), all (k=-1) or the last k."""
+def window(current: int, k: int) -> range:
+    """Row indices strictly before ``current``: none (k=0), all (k=-1) or the last k. A range, not a tuple:
+    with all prior rows as context a tuple per instance would grow with the square of a sample's length."""
     if k == 0:
-        return ()
+        return range(current, current)
     start = 1 if k < 0 else max(1, current - k)
-    return tuple(range(start, current))
+    return range(start, current)
 
 
 _JSON_START = re.compile(r"[\[{]")
