@@ -1,4 +1,4 @@
-"""Hugging Face model cards for training runs, so ``huggingface-cli upload`` publishes a usable model.
+"""Hugging Face model cards for training runs, so ``hf upload`` (huggingface_hub's CLI) publishes a usable model.
 
 Every run folder gets a ``README.md``: metadata (base model, library, tags, and the test results in the Hub's
 ``model-index`` form once evaluated) and a body that says what was trained on which data, on which fold,
@@ -145,7 +145,7 @@ USAGE = """usage: rescue-train card RUN_DIR [EVAL_OUTPUT ...]
 
 (Re)writes RUN_DIR/README.md, the run's Hugging Face model card, adding the results of the given evaluation
 folders (each holding results.json, or a results.json itself). Publish the run with:
-  huggingface-cli upload YOUR_NAME/MODEL_NAME RUN_DIR"""
+  hf upload YOUR_NAME/MODEL_NAME RUN_DIR --exclude "checkpoints/*" --exclude "data/*\""""
 
 
 def _read_results(path: str) -> list[dict[str, Any]]:
