@@ -129,6 +129,7 @@ def train(config: ClassifyConfig) -> tuple[Path, dict]:
     from omegaconf import OmegaConf
 
     from ..evaluation.metrics import aggregate, task_labels
+    from ..model_card import write_model_card
     from ..provenance import config_hash, git_commit, versions, write_json_atomic
 
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # several accelerate processes would train copies
@@ -170,6 +171,7 @@ def train(config: ClassifyConfig) -> tuple[Path, dict]:
         **{k: record[k] for k in ("sizes", "train_counts", "tau", "backend_info")},
         **({"tau_scores": record["tau_scores"]} if "tau_scores" in record else {}),
         "train_seconds": round(time.time() - started, 2), "git_commit": git_commit(), "versions": versions()})
+    write_model_card(run_dir)
     return run_dir, metrics
 
 
@@ -196,5 +198,5 @@ def main(argv: Sequence[str]) -> int:
         print(f"rescue-train train: error: {exc}", file=sys.stderr)
         return 2
     print("\n".join(summary_lines(config.task, metrics)))
-    print(f"run folder: {run_dir} (model, config.yaml, provenance.json, predictions.jsonl, metrics.json)")
+    print(f"run folder: {run_dir} (model, config.yaml, provenance.json, predictions.jsonl, metrics.json, README.md)")
     return 0

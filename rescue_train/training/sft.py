@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..model_card import write_model_card
 from ..provenance import config_hash, git_commit, versions, write_json_atomic
 from . import data as run_data
 from .models import compute_dtype, load_model, load_tokenizer, lora_config, resolve_model_path
@@ -148,5 +149,6 @@ def run(cfg: Any) -> Path:
             "status": "finished", "resumed_from": checkpoint, "dropped_too_long": dropped,
             "global_step": trainer.state.global_step, "train_seconds": round(time.time() - started, 2),
             "metrics": metrics, "best_checkpoint": trainer.state.best_model_checkpoint}))
+        write_model_card(run_dir)
     args.distributed_state.wait_for_everyone()
     return run_dir
