@@ -40,6 +40,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(USAGE)
         print("keys: " + ", ".join(f.name for f in fields(EvalConfig)) + " (judge.*, bertscore.*: see the docs)")
         return 0
+    from .backends import BackendError
+
     try:
         cfg = load_config(argv)
         from .runner import run
@@ -48,6 +50,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(_summary(results))
             print(f"  -> {results['output_dir']}/results.json")
         return 0
-    except (DataError, ValueError, OSError) as exc:  # OSError: a model or file that cannot be read
+    except (DataError, ValueError, OSError, BackendError) as exc:  # OSError: a model or file that cannot be read
         print(f"rescue-train eval: error: {exc}", file=sys.stderr)
         return 2
