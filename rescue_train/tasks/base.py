@@ -179,21 +179,22 @@ _DECODER = json.JSONDecoder(parse_int=lambda t: _number(t, int), parse_float=lam
 
 def find_json(text: str) -> Any:
     """The first JSON object or list inside ``text`` (code fences and chatter around it allowed). Never
-    raises: nesting too deep to decode is skipped like any invalid JSON, non-finite or huge numbers are null."""
+    raises: nesting too deep to decode ends the search, non-finite or huge numbers are null."""
     for attempt, match in enumerate(_JSON_START.finditer(text)):
         if attempt == _JSON_ATTEMPTS:
             break
         try:
             value, _ = _DECODER.raw_decode(text, match.start())
-        except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
+        except ValueError:  # JSONDecodeError is one
             continue
+        except RecursionError:  # nested deeper than any answer: the brackets after it are no better
+            return None
         return value
     return None
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-_THINK_OPEN = re.compile(r"<think(?:ing)?>", re.I)
-_THINK_CLOSE = re.compile(r"</think(?:ing)?>", re.I)
+_THINK_TAG = re.compile(r"<(/?)think(?:ing)?>", re.I)
 
 
 def clean_text(text: str) -> str:
@@ -202,20 +203,27 @@ def clean_text(text: str) -> str:
     return _LONE_SURROGATE.sub("\ufffd", text)
 
 
+def _reasoning_end(text: str) -> tuple[int, bool]:
+    """The end of the last ``</think>`` (0 when absent) and whether a ``<think>`` opened after it never closes."""
+    end, unfinished = 0, False
+    for match in _THINK_TAG.finditer(text):
+        unfinished = not match.group(1)
+        end = match.end() if match.group(1) else end
+    return end, unfinished
+
+
 def unfinished_reasoning(text: str) -> bool:
     """True when a ``<think>`` block is opened and never closed: the answer was cut while reasoning."""
-    opened = list(_THINK_OPEN.finditer(text))
-    return bool(opened) and not _THINK_CLOSE.search(text, opened[-1].end())
+    return _reasoning_end(text)[1]
 
 
 def answer_text(text: str) -> str:
     """What a model answered, for the parsers: the text after its reasoning (after the last ``</think>``;
     nothing when a ``<think>`` never closes) and inside the first markdown code fence, if there is one."""
-    closes = list(_THINK_CLOSE.finditer(text))
-    if closes:
-        text = text[closes[-1].end():]
-    elif _THINK_OPEN.search(text):
+    end, unfinished = _reasoning_end(text)
+    if unfinished:
         return ""
+    text = text[end:]
     start = text.find("```")
     if start >= 0:
         line_end, close = text.find("\n", start), text.find("```", start + 3)
