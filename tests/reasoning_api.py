@@ -5,7 +5,7 @@ Rules, as GPT-5-class endpoints have them: the key must match (a wrong key gets 
 some servers do); ``max_tokens`` is rejected in favour of ``max_completion_tokens`` (``accepts`` turns that
 round for old servers); any ``temperature`` other than 1 is rejected; reasoning tokens are spent from the
 budget before the answer (a budget too small gives ``finish_reason: length`` and empty content); usage is
-reported. ``think=True`` answers like a local reasoning model: reasoning in ``<think>`` (holding decoy
+reported. ``schemas=False`` rejects JSON-schema answers (JSON mode only). ``think=True`` answers like a local reasoning model: reasoning in ``<think>`` (holding decoy
 JSON) and the answer in a code fence.
 
 Behaviours for particular requests are queued with ``plan(...)`` (popped one per request) or set for every
@@ -31,8 +31,9 @@ def _error(message: str, code: str | None = None, param: str | None = None) -> d
 
 class ReasoningAPI:
     def __init__(self, key: str = CANARY_KEY, *, accepts: str = "max_completion_tokens", reasoning_tokens: int = 40,
-                 think: bool = False, mode: str | None = None):
+                 think: bool = False, mode: str | None = None, schemas: bool = True):
         self.key, self.accepts, self.reasoning_tokens, self.think, self.mode = key, accepts, reasoning_tokens, think, mode
+        self.schemas = schemas
         self.requests: list[dict] = []
         self.answered = 0
         self._script: list[str] = []
@@ -101,6 +102,9 @@ class ReasoningAPI:
             return 400, _error(f"Unsupported value: 'temperature' does not support {body['temperature']} with this "
                                "model. Only the default (1) value is supported.", "unsupported_value", "temperature"), {}
         fmt = body.get("response_format")
+        if fmt and fmt.get("type") == "json_schema" and not self.schemas:
+            return 400, _error("Unsupported value: 'response_format.type' does not support 'json_schema' with this "
+                               "model.", "unsupported_value", "response_format"), {}
         if fmt and fmt.get("type") == "json_schema" and not ("schema" in fmt["json_schema"] and fmt["json_schema"].get("strict")):
             return 400, _error("response_format json_schema needs a schema", "invalid_value", "response_format"), {}
         return 200, self.completion(body, behaviour), {}

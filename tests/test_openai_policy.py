@@ -70,6 +70,14 @@ def test_auto_token_param_learns_from_the_first_rejection_and_keeps_it():
     assert b.describe()["token_param"] == "max_tokens"
 
 
+def test_a_server_without_json_schemas_gets_json_mode_for_the_rest_of_the_run():
+    with ReasoningAPI(schemas=False) as api:
+        b = backend(api)
+        assert [a.text for a in ask(b, n=2, constraint=JSON)] == ['{"emotion": "feels hurt", "intensity": 5}'] * 2
+        formats = [r["response_format"]["type"] for r in api.requests]
+    assert formats == ["json_schema", "json_object", "json_object"] and b.describe()["structured"] == "json_object"
+
+
 def test_a_fixed_token_param_that_the_server_rejects_stops_with_its_message():
     with ReasoningAPI() as api, pytest.raises(BackendError, match="Unsupported parameter: 'max_tokens'"):
         ask(backend(api, token_param="max_tokens"))
@@ -251,3 +259,17 @@ def test_an_unreadable_judge_verdict_scores_the_floor(tmp_path):
     er = json.loads((tmp_path / "results.json").read_text())["aggregates"]["er"]["both"]
     assert er["judge_failures"] == 1 and er["judged"] == 1
     assert er["s_er"] == pytest.approx((er["s_emo"] + er["s_int"]) / 2)
+
+
+def test_a_judge_failure_stops_naming_the_instance_and_keeps_the_finished_verdicts(tmp_path, capsys):
+    args = ["concurrency=1", "judge.concurrency=1"]
+    with ReasoningAPI() as api:
+        api.plan(*["ok"] * 6, "ok", "reject")   # six answers, one verdict, then a 400
+        assert eval_main(eval_args(api, tmp_path, *args)) == 2
+        err = capsys.readouterr().err
+        assert re.search(r"error: judging \S+::(er|vp)::row\d+: .*maximum context length is 128 tokens", err)
+        assert len((tmp_path / "judge_cache.jsonl").read_text().splitlines()) == 1
+        assert len(api.requests) == 8
+        assert eval_main(eval_args(api, tmp_path, *args)) == 0
+        assert len(api.requests) == 8 + 3          # the verdict given before the stop is not paid again
+    assert [r["scores"]["judge_cached"] for r in records(tmp_path) if r["task"] in ("er", "vp")].count(True) == 1

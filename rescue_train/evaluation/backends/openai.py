@@ -11,6 +11,8 @@ Error policy (docs/evaluation.md):
 * a content-policy refusal (an HTTP error whose code or message names a content filter or usage policy, a
   ``content_filter`` finish reason, or a ``refusal`` field) is an empty answer with the reason kept: the
   instance counts as a parse failure;
+* a parameter rejected as unsupported is switched once and remembered for the run: ``max_completion_tokens``
+  and ``max_tokens`` (``token_param=auto``), and ``structured`` json_schema -> json_object -> none;
 * any other 4xx stops the run at once with the server's own message (:class:`BackendError`);
 * 408, 429, 5xx, timeouts and connection errors are retried with exponential backoff (the server's
   Retry-After is honoured), ``max_retries`` times, then stop the run;
@@ -138,24 +140,24 @@ class OpenAIBackend(Backend):
         import openai
 
         while True:
-            sent = self.token_param
+            sent = (self.token_param, self.structured)
+            body = self.request_body(messages, max_tokens, constraint, model)
             try:
-                raw = self.client.chat.completions.with_raw_response.create(
-                    **self.request_body(messages, max_tokens, constraint, model))
+                raw = self.client.chat.completions.with_raw_response.create(**body)
             except openai.APITimeoutError:
                 raise _Retry(f"{self._where()} did not answer within timeout={self.timeout}s") from None
             except openai.APIConnectionError as exc:
                 raise _Retry(f"cannot reach {self._where()} ({exc.__cause__ or exc})") from None
             except openai.APIStatusError as exc:
-                refusal = self._status_error(exc, sent)
+                refusal = self._status_error(exc, sent, "response_format" in body)
                 if refusal is None:
-                    continue  # the token parameter was switched: ask again at once
+                    continue  # a parameter was switched: ask again at once
                 return refusal
             return self._read(raw.http_response)
 
-    def _status_error(self, exc, sent: str) -> Completion | None:
-        """Classify an HTTP error: a refusal (returned as an empty answer), a token-parameter rejection
-        (None: switched, ask again), a transient error (_Retry) or a stop (BackendError)."""
+    def _status_error(self, exc, sent: tuple[str, str], had_format: bool) -> Completion | None:
+        """Classify an HTTP error: a refusal (returned as an empty answer), a rejected parameter that can be
+        switched (None: switched, ask again), a transient error (_Retry) or a stop (BackendError)."""
         status, error = exc.status_code, exc.body
         message = _error_message(error)
         code = str(error.get("code") or "") if isinstance(error, dict) else ""
@@ -167,17 +169,23 @@ class OpenAIBackend(Backend):
         if {code.lower(), inner_code.lower()} & REFUSAL_CODES or REFUSAL_WORDS.search(message):
             return Completion("", "content_filter", None, refusal=self._scrub(message) or f"HTTP {status}")
         param = str(error.get("param") or "") if isinstance(error, dict) else ""
-        if self._learn_token_param and status in (400, 422) and (param == sent or sent in message) \
-                and UNSUPPORTED_WORDS.search(message):
-            with self._lock:
-                if self.token_param == sent:  # another thread may have switched already
-                    self.token_param = "max_tokens" if sent == "max_completion_tokens" else "max_completion_tokens"
-                    self._learn_token_param = False
-                    log.warning("%s rejects %s; using %s for the rest of the run", self._where(), sent,
-                                self.token_param)
-            return None
-        if self.token_param != sent:
-            return None  # rejected for the parameter another thread has switched meanwhile
+        unsupported = status in (400, 422) and UNSUPPORTED_WORDS.search(message) is not None
+        token, structured = sent
+        with self._lock:
+            if (self.token_param, self.structured) != sent:
+                return None  # another request switched a parameter meanwhile: ask again with it
+            if unsupported and self._learn_token_param and (param == token or token in message):
+                self.token_param = "max_tokens" if token == "max_completion_tokens" else "max_completion_tokens"
+                self._learn_token_param = False
+                log.warning("%s rejects %s; using %s for the rest of the run", self._where(), token, self.token_param)
+                return None
+            if unsupported and had_format and (param == "response_format" or "response_format" in message
+                                               or "json_schema" in message):
+                # A server without (this) JSON schema support: JSON mode, then plain text; kept in backend.json.
+                self.structured = STRUCTURED[STRUCTURED.index(structured) + 1]
+                log.warning("%s rejects structured=%s (%s); using structured=%s for the rest of the run",
+                            self._where(), structured, self._scrub(message), self.structured)
+                return None
         raise BackendError(self._scrub(said))
 
     def _read(self, response) -> Completion:
