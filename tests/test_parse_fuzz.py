@@ -120,3 +120,25 @@ def test_an_escaped_lone_surrogate_survives_the_files_and_the_resume(instances, 
     append_jsonl(tmp_path / "p.jsonl", [record])
     assert read_jsonl(tmp_path / "p.jsonl") == [record, record]
     assert texts("er", inst.gold, record["prediction"])[0] == "hurt \ufffd"
+
+
+def test_reasoning_fences_truncation_and_failed_answers(instances):
+    er, itp = instances["er"], instances["itp"]
+
+    def record(inst, protocol, text, finish="stop"):
+        return generated_record(inst, protocol, messages(inst, protocol, "dialogue"), Completion(text, finish))
+
+    answer = '{"emotion": "feels hurt", "intensity": 7}'
+    thought = f'<think>maybe {{"emotion": "decoy", "intensity": 1}}</think>\n```json\n{answer}\n```'
+    assert record(er, "paper", thought)["prediction"] == {"emotion": "feels hurt", "intensity": 7}
+    assert record(itp, "sft", "<think>no?</think>```yes```")["prediction"] == ["yes"]
+    # cut short: while reasoning (any protocol), or at the budget under the paper protocol
+    cut = record(er, "sft", '<think>{"emotion": "decoy", "intensity": 1}')
+    assert (cut["parse_status"], cut["parse_error"], cut["prediction"]) == ("failed", "truncated",
+                                                                            {"emotion": "", "intensity": None})
+    assert record(er, "paper", answer, "length")["parse_error"] == "truncated"
+    assert record(itp, "sft", "yes, because the", "length")["prediction"] == ["yes"]   # labels come first
+    # a half-parsed failure keeps what it said, but is scored as the empty answer (S_int 1, not 5)
+    half = record(er, "sft", '{"emotion": "", "intensity": 7}')
+    assert half["parse_status"] == "failed" and half["prediction"]["intensity"] == 7
+    assert half["scores"]["intensity_score"] == 1.0

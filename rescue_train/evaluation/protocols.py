@@ -96,13 +96,12 @@ def failure_reason(completion: Completion, protocol: str) -> str | None:
 def generated_record(inst: Instance, protocol: str, prompt: Messages, raw: str | Completion) -> dict[str, Any]:
     completion, task, fmt = as_completion(raw), TASKS[inst.task], answer_format(protocol)
     failure = failure_reason(completion, protocol)
-    parsed = task.parse(inst, answer_text(completion.text), fmt)
-    if failure:  # the empty answer's value, with the reason
-        parsed = Parsed("failed", task.parse(inst, "", fmt).value, failure)
+    empty = task.parse(inst, "", fmt).value  # what a failed answer is scored as, whatever part of it parsed
+    parsed = Parsed("failed", empty, failure) if failure else task.parse(inst, answer_text(completion.text), fmt)
     value = list(parsed.value) if task.closed_set else parsed.value
     return {**base_record(inst, protocol, prompt), "prediction": value, "parse_status": parsed.status,
             "parse_error": parsed.error or None, "raw": completion.text, "finish_reason": completion.finish_reason,
-            "usage": completion.usage, "scores": instance_scores(inst.task, inst.gold, value)}
+            "usage": completion.usage, "scores": instance_scores(inst.task, inst.gold, value if parsed.ok else empty)}
 
 
 def ranked_record(inst: Instance, prompt: Messages, scored, rank_score: str) -> dict[str, Any]:
