@@ -22,7 +22,7 @@ STRUCTURED = ("json_schema", "json_object", "none")
 
 # Answer budgets for models that reason before answering (the reasoning tokens count against the budget):
 # large enough not to cut a reasoning model short, still a bound on runaway answers. max_new_tokens
-# overrides them (one number, or per task: max_new_tokens={vp:16000}).
+# overrides them (one number, or per task: max_new_tokens="{vp: 16000}").
 REASONING_MAX_NEW_TOKENS = {"itp": 4096, "rpp": 8192, "stp": 4096, "ssp": 8192, "er": 4096, "vp": 8192}
 REASONING_DEFAULT_TOKENS = 8192  # a task not in the table
 JUDGE_MAX_NEW_TOKENS = {False: 256, True: 4096}  # by whether the judge reasons
@@ -171,7 +171,7 @@ def validate(cfg: EvalConfig) -> None:
         if section.timeout <= 0 or section.max_retries < 0 or section.concurrency < 1:
             raise ValueError(f"{prefix}timeout must be > 0, {prefix}max_retries >= 0 and {prefix}concurrency >= 1")
         if section.extra_body is not None and not isinstance(section.extra_body, dict):
-            raise ValueError(f"{prefix}extra_body must be a mapping, e.g. {prefix}extra_body={{top_k:20}}")
+            raise ValueError(f"{prefix}extra_body must be a mapping, e.g. '{prefix}extra_body={{top_k: 20}}'")
     cfg.tasks = [t.lower() for t in as_list(cfg.tasks)]
     for task in cfg.tasks:
         choose("tasks", task, tuple(TASKS))
@@ -185,8 +185,9 @@ def validate(cfg: EvalConfig) -> None:
         raise ValueError(f"limit must be a positive count, got {cfg.limit}")
     budgets = cfg.max_new_tokens if isinstance(cfg.max_new_tokens, dict) else {"*": cfg.max_new_tokens}
     for task, budget in budgets.items():
-        if task != "*":
-            choose("max_new_tokens task", task, tuple(TASKS))
+        if task != "*" and task not in TASKS:
+            raise ValueError(f"max_new_tokens: unknown task {task!r} (one of {', '.join(TASKS)}; YAML needs a space "
+                             "after the colon: 'max_new_tokens={vp: 16000}')")
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
             raise ValueError(f"max_new_tokens must be a positive number or {{task: number}}, got {cfg.max_new_tokens!r}")
 
