@@ -229,7 +229,8 @@ def test_refusals_and_truncated_answers_are_counted_failures(tmp_path, capsys):
     assert refused["prediction"] == [] and "content management policy" in refused["parse_error"]
     assert all(r["finish_reason"] == "length" and r["prediction"] in ({"emotion": "", "intensity": None}, [])
                for r in results["records"] if r["task"] != "itp")
-    capsys.readouterr()
+    summary = capsys.readouterr().out
+    assert "er: n=2 parse failures=2 truncated=2 " in summary and "itp: n=2 parse failures=1 refused=1 " in summary
     assert report_main([str(tmp_path), "--no-paper"]) == 0
     assert "| reasoner [paper] | er | 2 | 2 | 2 | 0 | 0 | 0 |" in capsys.readouterr().out
 

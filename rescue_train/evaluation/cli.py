@@ -28,7 +28,9 @@ def _summary(results: dict) -> str:
                  and k in ("accuracy", "f1", "recall@1", "mrr", "macro_f1", "s_er", "s_emo", "s_int", "judge",
                            "bertscore_f1")}
         metrics = ", ".join(f"{k} {v:.3f}" for k, v in shown.items())
-        lines.append(f"  {task}: n={both.get('n', 0)} parse failures={both.get('parse_failures', 0)}  {metrics}")
+        failed = "".join(f" {k.replace('_', ' ')}={both[k]}" for k in ("truncated", "refused", "judge_failures")
+                         if both.get(k))
+        lines.append(f"  {task}: n={both.get('n', 0)} parse failures={both.get('parse_failures', 0)}{failed}  {metrics}")
     return "\n".join(lines)
 
 

@@ -132,7 +132,7 @@ class OpenAIBackend(Backend):
                     raise BackendError(self._scrub(f"{exc} (gave up after {attempt + 1} attempts, "
                                                    f"max_retries={self.max_retries})")) from None
                 wait = exc.wait if exc.wait is not None else self.retry_backoff * 2 ** attempt * random.uniform(0.75, 1)
-                log.warning("%s; retrying in %.1fs", self._scrub(str(exc)), min(wait, MAX_WAIT))
+                log.warning("%s; retrying in %.2fs", self._scrub(str(exc)), min(wait, MAX_WAIT))
                 time.sleep(min(wait, MAX_WAIT))
                 attempt += 1
 
