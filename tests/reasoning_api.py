@@ -5,7 +5,8 @@ Rules, as GPT-5-class endpoints have them: the key must match (a wrong key gets 
 some servers do); ``max_tokens`` is rejected in favour of ``max_completion_tokens`` (``accepts`` turns that
 round for old servers); any ``temperature`` other than 1 is rejected; reasoning tokens are spent from the
 budget before the answer (a budget too small gives ``finish_reason: length`` and empty content); usage is
-reported. ``schemas=False`` rejects JSON-schema answers (JSON mode only). ``think=True`` answers like a local reasoning model: reasoning in ``<think>`` (holding decoy
+reported. ``schemas=False`` rejects JSON-schema answers (JSON mode only); ``pydantic=True`` rejects an unknown
+budget parameter as a FastAPI server does (422, ``detail`` list). ``think=True`` answers like a local reasoning model: reasoning in ``<think>`` (holding decoy
 JSON) and the answer in a code fence.
 
 Behaviours for particular requests are queued with ``plan(...)`` (popped one per request) or set for every
@@ -31,9 +32,9 @@ def _error(message: str, code: str | None = None, param: str | None = None) -> d
 
 class ReasoningAPI:
     def __init__(self, key: str = CANARY_KEY, *, accepts: str = "max_completion_tokens", reasoning_tokens: int = 40,
-                 think: bool = False, mode: str | None = None, schemas: bool = True):
+                 think: bool = False, mode: str | None = None, schemas: bool = True, pydantic: bool = False):
         self.key, self.accepts, self.reasoning_tokens, self.think, self.mode = key, accepts, reasoning_tokens, think, mode
-        self.schemas = schemas
+        self.schemas, self.pydantic = schemas, pydantic
         self.requests: list[dict] = []
         self.answered = 0
         self._script: list[str] = []
@@ -95,6 +96,9 @@ class ReasoningAPI:
             return 200, b"<html><body><h1>502 Bad Gateway</h1></body></html>", {"Content-Type": "text/html"}
         for name in ("max_tokens", "max_completion_tokens"):
             if name in body and name != self.accepts:
+                if self.pydantic:  # a FastAPI server validating the body with pydantic
+                    return 422, {"detail": [{"type": "extra_forbidden", "loc": ["body", name],
+                                             "msg": "Extra inputs are not permitted", "input": body[name]}]}, {}
                 message = (f"Unsupported parameter: '{name}' is not supported with this model. Use "
                            f"'{self.accepts}' instead.")
                 return 400, _error(message, "unsupported_parameter", name), {}

@@ -61,8 +61,9 @@ def test_structured_answers_can_be_json_mode_or_plain(structured, expected):
         assert api.requests[0].get("response_format") == expected
 
 
-def test_auto_token_param_learns_from_the_first_rejection_and_keeps_it():
-    with ReasoningAPI(accepts="max_tokens") as api:      # an older server
+@pytest.mark.parametrize("pydantic", [False, True])
+def test_auto_token_param_learns_from_the_first_rejection_and_keeps_it(pydantic):
+    with ReasoningAPI(accepts="max_tokens", pydantic=pydantic) as api:      # an older server
         b = backend(api)
         assert [a.text for a in ask(b, n=3)] == ['{"emotion": "feels hurt", "intensity": 5}'] * 3
         sent = [("max_tokens" in r, "max_completion_tokens" in r) for r in api.requests]

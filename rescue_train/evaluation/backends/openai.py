@@ -163,11 +163,12 @@ class OpenAIBackend(Backend):
         code = str(error.get("code") or "") if isinstance(error, dict) else ""
         inner = error.get("innererror") if isinstance(error, dict) else None
         inner_code = str(inner.get("code") or "") if isinstance(inner, dict) else ""
-        said = f"{self._where()} answered HTTP {status}: {message}"
+        said = f"{self._where()} answered HTTP {status}: {_snippet(message)}"
         if status in RETRY_STATUS or status >= 500:
             raise _Retry(said, _retry_after(exc.response.headers))
-        if {code.lower(), inner_code.lower()} & REFUSAL_CODES or REFUSAL_WORDS.search(message):
-            return Completion("", "content_filter", None, refusal=self._scrub(message) or f"HTTP {status}")
+        # Wording counts only in a JSON error: an HTML error page may link to a content policy anywhere.
+        if {code.lower(), inner_code.lower()} & REFUSAL_CODES or (isinstance(error, dict) and REFUSAL_WORDS.search(message)):
+            return Completion("", "content_filter", None, refusal=self._scrub(_snippet(message)) or f"HTTP {status}")
         param = str(error.get("param") or "") if isinstance(error, dict) else ""
         unsupported = status in (400, 422) and UNSUPPORTED_WORDS.search(message) is not None
         token, structured = sent
@@ -184,7 +185,7 @@ class OpenAIBackend(Backend):
                 # A server without (this) JSON schema support: JSON mode, then plain text; kept in backend.json.
                 self.structured = STRUCTURED[STRUCTURED.index(structured) + 1]
                 log.warning("%s rejects structured=%s (%s); using structured=%s for the rest of the run",
-                            self._where(), structured, self._scrub(message), self.structured)
+                            self._where(), structured, self._scrub(_snippet(message)), self.structured)
                 return None
         raise BackendError(self._scrub(said))
 
@@ -201,7 +202,7 @@ class OpenAIBackend(Backend):
             raise BackendError(self._scrub(f"{self._where()} answered JSON that is not an object: {_snippet(text)!r}"))
         if body.get("error"):
             raise BackendError(self._scrub(f"{self._where()} answered an error with HTTP {response.status_code}: "
-                                           f"{_error_message(body['error'])}"))
+                                           f"{_snippet(_error_message(body['error']))}"))
         choices = body.get("choices")
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
             raise BackendError(self._scrub(f"{self._where()} answered without choices: {_snippet(text)!r}"))
@@ -269,16 +270,17 @@ class OpenAIBackend(Backend):
 
 
 def _error_message(error: Any) -> str:
-    """The server's own words from an error body (OpenAI's ``error.message``, FastAPI's ``detail``, text)."""
+    """The server's own words from an error body (OpenAI's ``error.message``, FastAPI's ``detail``, text),
+    whole: the classification reads all of it, messages quote its start."""
     if isinstance(error, dict):
         for key in ("message", "detail", "error"):
             value = error.get(key)
             if isinstance(value, str) and value:
-                return _snippet(value)
+                return value
             if isinstance(value, dict):
                 return _error_message(value)
-        return _snippet(json.dumps(error, ensure_ascii=False, default=str))
-    return _snippet(str(error or "(empty body)"))
+        return json.dumps(error, ensure_ascii=False, default=str)
+    return str(error or "(empty body)")
 
 
 def _snippet(text: str) -> str:
