@@ -37,7 +37,7 @@ class ApiOptions:
     api_key_env: str = "OPENAI_API_KEY"
     concurrency: int = 8
     max_retries: int = 5  # for 408, 429, 5xx, timeouts and connection errors, with exponential backoff
-    timeout: float = 600.0  # seconds one request may take
+    timeout: float = 600.0  # seconds to wait for the server (to connect, and for each part of its answer)
     token_param: str = "auto"  # auto | max_completion_tokens | max_tokens (auto: learnt from a rejection)
     temperature: Optional[float] = None  # sent only when set (reasoning APIs accept only their default)
     reasoning_effort: Optional[str] = None  # sent only when set (e.g. low, medium, high)
