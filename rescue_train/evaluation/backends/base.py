@@ -3,7 +3,8 @@
 A backend answers two kinds of request:
 
 * ``generate``: greedy text for chat prompts, optionally constrained to a closed set of answers
-  (``{"choice": [...]}``) or a JSON schema (``{"json": schema}``) where the backend supports it;
+  (``{"choice": [...]}``) or a JSON schema (``{"json": schema}``) where the backend supports it; a plain
+  string, or a :class:`Completion` that also says how the answer ended (API backends);
 * ``loglikelihood``: the summed log-probability of each continuation (a candidate's answer text) after a
   chat prompt, used by the rank protocol.
 

@@ -254,7 +254,8 @@ class OpenAIBackend(Backend):
                 stopped.set()
                 raise
 
-        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+        pool = ThreadPoolExecutor(max_workers=self.concurrency)
+        try:
             futures = {pool.submit(complete, p, n, c): i
                        for i, (p, n, c) in enumerate(zip(prompts, max_new_tokens, constraints))}
             for future in as_completed(futures):
@@ -263,6 +264,8 @@ class OpenAIBackend(Backend):
                 except BackendError as exc:
                     if failure is None:
                         failure, failure.index = exc, futures[future]
+        finally:  # on an interrupt too: drop what is queued, wait only for the requests in flight
+            pool.shutdown(wait=True, cancel_futures=True)
         if failure is not None:
             failure.partial = answers
             raise failure
