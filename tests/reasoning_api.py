@@ -5,14 +5,15 @@ Rules, as GPT-5-class endpoints have them: the key must match (a wrong key gets 
 some servers do); ``max_tokens`` is rejected in favour of ``max_completion_tokens`` (``accepts`` turns that
 round for old servers); any ``temperature`` other than 1 is rejected; reasoning tokens are spent from the
 budget before the answer (a budget too small gives ``finish_reason: length`` and empty content); usage is
-reported. ``schemas=False`` rejects JSON-schema answers (JSON mode only); ``pydantic=True`` rejects an unknown
-budget parameter as a FastAPI server does (422, ``detail`` list). ``think=True`` answers like a local reasoning model: reasoning in ``<think>`` (holding decoy
-JSON) and the answer in a code fence.
+reported. ``schemas=False`` rejects JSON-schema answers (JSON mode only); ``pydantic=True`` rejects an
+unknown budget parameter as a FastAPI server does (422, ``detail`` list). ``think=True`` answers like a
+local reasoning model: reasoning in ``<think>`` (holding decoy JSON) and the answer in a code fence.
 
 Behaviours for particular requests are queued with ``plan(...)`` (popped one per request) or set for every
 request with ``mode``: ``500``, ``429``, ``content_filter`` (Azure-style 400), ``filtered`` (200 with
-finish_reason content_filter), ``empty_choices``, ``html``, ``null_content``, ``reject`` (a 400 no retry
-helps), ``garbage`` (unreadable text), ``hang`` (never answers until the server stops).
+finish_reason content_filter), ``safety`` (Gemini's SAFETY), ``empty_choices``, ``html``, ``null_content``,
+``reject`` (a 400 no retry helps), ``garbage`` (unreadable text), ``hang`` (never answers until the server
+stops); anything else (``ok``) answers normally.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ def _error(message: str, code: str | None = None, param: str | None = None) -> d
 class ReasoningAPI:
     def __init__(self, key: str = CANARY_KEY, *, accepts: str = "max_completion_tokens", reasoning_tokens: int = 40,
                  think: bool = False, mode: str | None = None, schemas: bool = True, pydantic: bool = False):
-        self.key, self.accepts, self.reasoning_tokens, self.think, self.mode = key, accepts, reasoning_tokens, think, mode
+        self.key, self.accepts, self.reasoning_tokens = key, accepts, reasoning_tokens
+        self.think, self.mode = think, mode
         self.schemas, self.pydantic = schemas, pydantic
         self.requests: list[dict] = []
         self.answered = 0
@@ -103,13 +105,15 @@ class ReasoningAPI:
                            f"'{self.accepts}' instead.")
                 return 400, _error(message, "unsupported_parameter", name), {}
         if body.get("temperature", 1) != 1:
-            return 400, _error(f"Unsupported value: 'temperature' does not support {body['temperature']} with this "
-                               "model. Only the default (1) value is supported.", "unsupported_value", "temperature"), {}
+            message = (f"Unsupported value: 'temperature' does not support {body['temperature']} with this model. "
+                       "Only the default (1) value is supported.")
+            return 400, _error(message, "unsupported_value", "temperature"), {}
         fmt = body.get("response_format")
         if fmt and fmt.get("type") == "json_schema" and not self.schemas:
             return 400, _error("Unsupported value: 'response_format.type' does not support 'json_schema' with this "
                                "model.", "unsupported_value", "response_format"), {}
-        if fmt and fmt.get("type") == "json_schema" and not ("schema" in fmt["json_schema"] and fmt["json_schema"].get("strict")):
+        if fmt and fmt.get("type") == "json_schema" and not (fmt["json_schema"].get("schema") is not None
+                                                             and fmt["json_schema"].get("strict")):
             return 400, _error("response_format json_schema needs a schema", "invalid_value", "response_format"), {}
         return 200, self.completion(body, behaviour), {}
 
@@ -123,8 +127,8 @@ class ReasoningAPI:
         if spent > body.get(self.accepts, 10 ** 9):  # the budget ran out while reasoning
             answer, spent, finish = "", body[self.accepts], "length"
         message: dict = {"role": "assistant", "content": answer, "refusal": None}
-        if behaviour == "filtered":
-            message["content"], finish = None, "content_filter"
+        if behaviour in ("filtered", "safety"):
+            message["content"], finish = None, "content_filter" if behaviour == "filtered" else "SAFETY"
         if behaviour == "null_content":
             message["content"] = None
         self.answered += 1

@@ -20,7 +20,8 @@ def test_generate_sends_key_and_json_schema_and_reads_answers(monkeypatch):
             max_new_tokens=[5, 50], constraints=[{"choice": ["mutual_blame", "pursue_withdraw"]}, {"json": {}}])
         assert [t.text for t in texts] == ["mutual_blame", '{"emotion": "feels hurt", "intensity": 5}']
         first, second = sorted(server.requests, key=lambda r: r["max_completion_tokens"])
-        assert first["_auth"] == "Bearer sk-test-123" and "temperature" not in first and first["model"] == "served-model"
+        assert first["_auth"] == "Bearer sk-test-123" and first["model"] == "served-model"
+        assert "temperature" not in first
         assert "response_format" not in first and second["response_format"] == {
             "type": "json_schema", "json_schema": {"name": "answer", "schema": {}, "strict": True}}
         # An adapter served by `vllm serve --lora-modules` is addressed as the model.
@@ -31,7 +32,8 @@ def test_generate_sends_key_and_json_schema_and_reads_answers(monkeypatch):
 def test_server_errors_are_retried_and_rejections_are_empty_answers():
     with FakeOpenAIServer(fail_first=2) as server:
         backend = OpenAIBackend("m", base_url=server.url, max_retries=3, concurrency=1)
-        assert backend.generate([[{"role": "user", "content": "Candidates: yes, no"}]], max_new_tokens=[4])[0].text == "yes"
+        (answer,) = backend.generate([[{"role": "user", "content": "Candidates: yes, no"}]], max_new_tokens=[4])
+        assert answer.text == "yes"
         assert len(server.requests) == 3
         (refused,) = backend.generate([[{"role": "user", "content": "REJECT me"}]], max_new_tokens=[4])
         assert (refused.text, refused.refusal) == ("", "content filter")   # this server's 400 names a content filter

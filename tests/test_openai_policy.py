@@ -96,7 +96,7 @@ def test_temperature_is_sent_only_when_configured_and_a_rejection_stops():
 # ---------------------------------------------------------------- error policy
 
 
-@pytest.mark.parametrize("behaviour", ["content_filter", "filtered"])
+@pytest.mark.parametrize("behaviour", ["content_filter", "filtered", "safety"])
 def test_a_content_policy_refusal_is_an_empty_answer_with_its_reason(behaviour):
     with ReasoningAPI(mode=behaviour) as api:
         (answer,) = ask(backend(api))

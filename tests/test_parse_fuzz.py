@@ -98,7 +98,8 @@ def test_fuzzed_answers_parse_to_ok_or_a_counted_failure(instances, tmp_path):
                     batch.append(record)
         for task, scale in (("er", "likert5"), ("vp", "likert5"), ("vp", "ref0to6")):
             out = judge_parse(task, text, scale)
-            assert out["judge_status"] in ("ok", "failed") and (out["judge_score"] is None) == (out["judge_status"] == "failed")
+            assert out["judge_status"] in ("ok", "failed")
+            assert (out["judge_score"] is None) == (out["judge_status"] == "failed")
             json.dumps(out)
             verdict(task, Completion(text, finish), scale)
         if n == 1:  # a megabyte answer in a results file

@@ -30,7 +30,8 @@ def _summary(results: dict) -> str:
         metrics = ", ".join(f"{k} {v:.3f}" for k, v in shown.items())
         failed = "".join(f" {k.replace('_', ' ')}={both[k]}" for k in ("truncated", "refused", "judge_failures")
                          if both.get(k))
-        lines.append(f"  {task}: n={both.get('n', 0)} parse failures={both.get('parse_failures', 0)}{failed}  {metrics}")
+        lines.append(f"  {task}: n={both.get('n', 0)} parse failures={both.get('parse_failures', 0)}{failed}"
+                     f"  {metrics}")
     return "\n".join(lines)
 
 

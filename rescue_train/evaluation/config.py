@@ -189,7 +189,8 @@ def validate(cfg: EvalConfig) -> None:
             raise ValueError(f"max_new_tokens: unknown task {task!r} (one of {', '.join(TASKS)}; YAML needs a space "
                              "after the colon: 'max_new_tokens={vp: 16000}')")
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
-            raise ValueError(f"max_new_tokens must be a positive number or {{task: number}}, got {cfg.max_new_tokens!r}")
+            raise ValueError(f"max_new_tokens must be a positive number or {{task: number}}, "
+                             f"got {cfg.max_new_tokens!r}")
 
 
 @dataclass

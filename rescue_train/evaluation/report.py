@@ -78,7 +78,8 @@ def failures(results: Sequence[dict[str, Any]]) -> str:
     for r in results:
         for task, scopes in r["aggregates"].items():
             both = scopes.get("both", {})
-            counts = [both.get(k, "–") for k in ("n", "parse_failures", "truncated", "refused", "judged", "judge_failures")]
+            counts = [both.get(k, "–")
+                      for k in ("n", "parse_failures", "truncated", "refused", "judged", "judge_failures")]
             lines.append(f"| {name_of(r)} | {task} | " + " | ".join(map(str, counts)) + " |")
     return "\n".join(lines)
 

@@ -48,6 +48,9 @@ SNIPPET = 300  # characters of a server's body quoted in an error
 # Codes and wording servers use for content-policy refusals (OpenAI, Azure OpenAI, vLLM/proxies).
 REFUSAL_CODES = {"content_filter", "content_policy_violation", "responsibleaipolicyviolation", "invalid_prompt"}
 REFUSAL_WORDS = re.compile(r"content[ _-]?(?:filter|policy|management)|usage polic|safety system", re.I)
+# Finish reasons of OpenAI-compatible servers that say the same as OpenAI's `length` and `content_filter`.
+FINISH_ALIASES = {"max_tokens": "length", "max_output_tokens": "length", "safety": "content_filter",
+                  "refusal": "content_filter"}
 # How servers say that they do not accept a parameter (as opposed to an out-of-range value).
 UNSUPPORTED_WORDS = re.compile(r"unsupported|not supported|unrecogni[sz]ed|unknown|not allowed|not permitted|"
                                r"extra (?:field|input)s?|unexpected|use '?max_", re.I)
@@ -167,7 +170,8 @@ class OpenAIBackend(Backend):
         if status in RETRY_STATUS or status >= 500:
             raise _Retry(said, _retry_after(exc.response.headers))
         # Wording counts only in a JSON error: an HTML error page may link to a content policy anywhere.
-        if {code.lower(), inner_code.lower()} & REFUSAL_CODES or (isinstance(error, dict) and REFUSAL_WORDS.search(message)):
+        worded = isinstance(error, dict) and REFUSAL_WORDS.search(message) is not None
+        if {code.lower(), inner_code.lower()} & REFUSAL_CODES or worded:
             return Completion("", "content_filter", None, refusal=self._scrub(_snippet(message)) or f"HTTP {status}")
         param = str(error.get("param") or "") if isinstance(error, dict) else ""
         unsupported = status in (400, 422) and UNSUPPORTED_WORDS.search(message) is not None
@@ -208,7 +212,7 @@ class OpenAIBackend(Backend):
             raise BackendError(self._scrub(f"{self._where()} answered without choices: {_snippet(text)!r}"))
         choice = choices[0]
         finish = choice.get("finish_reason")
-        finish = finish if isinstance(finish, str) else None
+        finish = FINISH_ALIASES.get(finish.lower(), finish) if isinstance(finish, str) else None
         usage = _usage(body.get("usage"))
         message = choice.get("message")
         if not isinstance(message, dict):
