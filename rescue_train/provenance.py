@@ -47,7 +47,9 @@ def write_json_atomic(path: str | Path, data: Any) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False, default=str) + "\n")
+    # backslashreplace: a lone surrogate (from a model answer) is written as its JSON escape and reads back.
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False, default=str) + "\n",
+                   encoding="utf-8", errors="backslashreplace")
     tmp.replace(path)
 
 

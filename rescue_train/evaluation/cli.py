@@ -28,7 +28,10 @@ def _summary(results: dict) -> str:
                  and k in ("accuracy", "f1", "recall@1", "mrr", "macro_f1", "s_er", "s_emo", "s_int", "judge",
                            "bertscore_f1")}
         metrics = ", ".join(f"{k} {v:.3f}" for k, v in shown.items())
-        lines.append(f"  {task}: n={both.get('n', 0)} parse failures={both.get('parse_failures', 0)}  {metrics}")
+        failed = "".join(f" {k.replace('_', ' ')}={both[k]}" for k in ("truncated", "refused", "judge_failures")
+                         if both.get(k))
+        lines.append(f"  {task}: n={both.get('n', 0)} parse failures={both.get('parse_failures', 0)}{failed}"
+                     f"  {metrics}")
     return "\n".join(lines)
 
 
@@ -40,6 +43,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(USAGE)
         print("keys: " + ", ".join(f.name for f in fields(EvalConfig)) + " (judge.*, bertscore.*: see the docs)")
         return 0
+    from .backends import BackendError
+
     try:
         cfg = load_config(argv)
         from .runner import run
@@ -48,6 +53,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(_summary(results))
             print(f"  -> {results['output_dir']}/results.json")
         return 0
-    except (DataError, ValueError, OSError) as exc:  # OSError: a model or file that cannot be read
+    except (DataError, ValueError, OSError, BackendError) as exc:  # OSError: a model or file that cannot be read
         print(f"rescue-train eval: error: {exc}", file=sys.stderr)
         return 2

@@ -8,7 +8,7 @@ given, the base model comes from the run's provenance or the adapter's own confi
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Optional
 
@@ -18,17 +18,43 @@ from .backends import BACKENDS
 
 PROTOCOLS = ("sft", "paper", "rank")
 VP_SCALES = ("likert5", "ref0to6")
+TOKEN_PARAMS = ("auto", "max_completion_tokens", "max_tokens")
+STRUCTURED = ("json_schema", "json_object", "none")
+
+# Answer budgets for models that reason before answering (the reasoning tokens count against the budget):
+# large enough not to cut a reasoning model short, still a bound on runaway answers. max_new_tokens
+# overrides them (one number, or per task: max_new_tokens="{vp: 16000}").
+REASONING_MAX_NEW_TOKENS = {"itp": 4096, "rpp": 8192, "stp": 4096, "ssp": 8192, "er": 4096, "vp": 8192}
+REASONING_DEFAULT_TOKENS = 8192  # a task not in the table
+JUDGE_MAX_NEW_TOKENS = {False: 256, True: 4096}  # by whether the judge reasons
 
 
 @dataclass
-class JudgeConfig:
-    backend: str = "none"  # none | hf | vllm | openai
-    model: Optional[str] = None
+class ApiOptions:
+    """Keys shared by the model under test (``key=``) and the judge (``judge.key=``): the endpoint of
+    ``backend=openai`` and whether the model reasons before answering (docs/evaluation.md)."""
+
     base_url: Optional[str] = None
     api_key_env: str = "OPENAI_API_KEY"
+    concurrency: int = 8
+    max_retries: int = 5  # for 408, 429, 5xx, timeouts and connection errors, with exponential backoff
+    timeout: float = 600.0  # seconds to wait for the server (to connect, and for each part of its answer)
+    token_param: str = "auto"  # auto | max_completion_tokens | max_tokens (auto: learnt from a rejection)
+    temperature: Optional[float] = None  # sent only when set (reasoning APIs accept only their default)
+    reasoning_effort: Optional[str] = None  # sent only when set (e.g. low, medium, high)
+    extra_body: Any = None  # extra JSON fields of every request (e.g. {chat_template_kwargs: {enable_thinking: false}})
+    structured: str = "json_schema"  # json_schema (strict) | json_object (JSON mode) | none
+    reasoning: Optional[bool] = None  # budgets for reasoning models; None = true for backend=openai
+
+
+@dataclass
+class JudgeConfig(ApiOptions):
+    backend: str = "none"  # none | hf | vllm | openai
+    model: Optional[str] = None
     vp_scale: str = "likert5"  # the paper's 1-5 Likert; ref0to6 = the reference scripts' 0-2 + 0-4
-    max_new_tokens: int = 256
+    max_new_tokens: Optional[int] = None  # default 256, 4096 when the judge reasons
     batch_size: int = 8
+    cache: bool = True  # verdicts kept in OUTPUT/judge_cache.jsonl by (judge model, prompt hash)
 
 
 @dataclass
@@ -42,7 +68,7 @@ class BertScoreConfig:
 
 
 @dataclass
-class EvalConfig:
+class EvalConfig(ApiOptions):
     model: Optional[str] = None  # a local path, a hub name, 'tiny', or the API model name (backend=openai)
     adapter: Any = None  # one folder or a list: PEFT folders or training run folders
     tokenizer: Optional[str] = None  # default: the adapter's own tokenizer files, else the model's
@@ -65,7 +91,7 @@ class EvalConfig:
     limit: Optional[int] = None  # at most this many instances per task (smoke runs)
     output: str = "runs/eval"
     overwrite: bool = False  # start over when the output holds a run with another config
-    max_new_tokens: Optional[int] = None  # default per task and answer format
+    max_new_tokens: Any = None  # one number or {task: number}; default per task and answer format
     batch_size: int = 8
     chunk: Optional[int] = None  # instances per resumable step (default: hf batch, 1024 vllm, 64 openai)
     constrained: bool = True  # structured outputs where the backend has them (vllm; json mode for openai)
@@ -76,10 +102,6 @@ class EvalConfig:
     gpu_memory_utilization: float = 0.9
     tensor_parallel_size: int = 1
     engine_args: Any = None  # extra keyword arguments for vllm.LLM
-    base_url: Optional[str] = None  # backend=openai
-    api_key_env: str = "OPENAI_API_KEY"
-    concurrency: int = 8
-    max_retries: int = 5
     progress: bool = True
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     bertscore: BertScoreConfig = field(default_factory=BertScoreConfig)
@@ -87,7 +109,7 @@ class EvalConfig:
 
 # Keys that change how fast a run goes, not what it computes: left out of the run hash.
 RUNTIME_KEYS = ("output", "overwrite", "batch_size", "chunk", "progress", "concurrency", "max_retries",
-                "gpu_memory_utilization", "include_base", "adapter")
+                "timeout", "token_param", "gpu_memory_utilization", "include_base", "adapter")
 
 
 def _shortcuts(argv: list[str]) -> list[str]:
@@ -144,6 +166,13 @@ def validate(cfg: EvalConfig) -> None:
     choose("rank_score", cfg.rank_score, ("sum", "mean"))
     choose("judge.backend", cfg.judge.backend, ("none", *BACKENDS))
     choose("judge.vp_scale", cfg.judge.vp_scale, VP_SCALES)
+    for prefix, section in (("", cfg), ("judge.", cfg.judge)):
+        choose(f"{prefix}token_param", section.token_param, TOKEN_PARAMS)
+        choose(f"{prefix}structured", section.structured, STRUCTURED)
+        if section.timeout <= 0 or section.max_retries < 0 or section.concurrency < 1:
+            raise ValueError(f"{prefix}timeout must be > 0, {prefix}max_retries >= 0 and {prefix}concurrency >= 1")
+        if section.extra_body is not None and not isinstance(section.extra_body, dict):
+            raise ValueError(f"{prefix}extra_body must be a mapping, e.g. '{prefix}extra_body={{top_k: 20}}'")
     cfg.tasks = [t.lower() for t in as_list(cfg.tasks)]
     for task in cfg.tasks:
         choose("tasks", task, tuple(TASKS))
@@ -155,6 +184,14 @@ def validate(cfg: EvalConfig) -> None:
         raise ValueError("judge.model is required when judge.backend is set (e.g. judge.model=gpt-5.4)")
     if cfg.limit is not None and cfg.limit < 1:
         raise ValueError(f"limit must be a positive count, got {cfg.limit}")
+    budgets = cfg.max_new_tokens if isinstance(cfg.max_new_tokens, dict) else {"*": cfg.max_new_tokens}
+    for task, budget in budgets.items():
+        if task != "*" and task not in TASKS:
+            raise ValueError(f"max_new_tokens: unknown task {task!r} (one of {', '.join(TASKS)}; YAML needs a space "
+                             "after the colon: 'max_new_tokens={vp: 16000}')")
+        if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
+            raise ValueError(f"max_new_tokens must be a positive number or {{task: number}}, "
+                             f"got {cfg.max_new_tokens!r}")
 
 
 @dataclass
@@ -266,8 +303,27 @@ def make_backend(cfg: EvalConfig, spec: ModelSpec):
                            engine_args=dict(cfg.engine_args or {}), progress=cfg.progress)
     from .backends.openai import OpenAIBackend
 
-    return OpenAIBackend(spec.model, base_url=cfg.base_url, api_key_env=cfg.api_key_env,
-                         max_retries=cfg.max_retries, concurrency=cfg.concurrency, json_mode=cfg.constrained)
+    options = {f.name: getattr(cfg, f.name) for f in fields(ApiOptions) if f.name != "reasoning"}
+    return OpenAIBackend(spec.model, **{**options, "extra_body": dict(cfg.extra_body or {})})
+
+
+def reasons(section: ApiOptions, backend: str) -> bool:
+    """Whether the model (or judge) gets reasoning budgets: ``reasoning`` if set, else true for API models,
+    whose budget bounds only what they use."""
+    return section.reasoning if section.reasoning is not None else backend == "openai"
+
+
+def budget_override(cfg: EvalConfig) -> int | dict[str, int] | None:
+    """``max_new_tokens`` for the prediction step: as given, on top of the reasoning budgets when the model
+    reasons (None: the per-task defaults for short answers)."""
+    if not reasons(cfg, cfg.backend) or isinstance(cfg.max_new_tokens, int):
+        return cfg.max_new_tokens
+    budgets = {task: REASONING_MAX_NEW_TOKENS.get(task, REASONING_DEFAULT_TOKENS) for task in cfg.tasks}
+    return {**budgets, **(cfg.max_new_tokens or {})}
+
+
+def judge_budget(judge: JudgeConfig) -> int:
+    return judge.max_new_tokens or JUDGE_MAX_NEW_TOKENS[reasons(judge, judge.backend)]
 
 
 def to_dict(cfg: EvalConfig) -> dict[str, Any]:

@@ -14,8 +14,9 @@ import hashlib
 import json
 from typing import Any, Sequence
 
-from ..tasks import TASKS, Instance, render
-from .backends import Backend, Messages
+from ..tasks import TASKS, Instance, Parsed, render
+from ..tasks.base import answer_text, unfinished_reasoning
+from .backends import Backend, BackendError, Completion, Messages, as_completion
 from .metrics import instance_scores
 
 # Default generation budgets (tokens) per task kind and answer format.
@@ -42,7 +43,10 @@ def is_ranked(inst: Instance, protocol: str) -> bool:
     return protocol == "rank" and TASKS[inst.task].closed_set
 
 
-def max_new_tokens(inst: Instance, protocol: str, override: int | None) -> int:
+def max_new_tokens(inst: Instance, protocol: str, override: int | dict[str, int] | None) -> int:
+    """The answer budget: ``override`` (one number, or per task), else the default for the answer format."""
+    if isinstance(override, dict):
+        override = override.get(inst.task)
     if override:
         return override
     kind = "closed" if TASKS[inst.task].closed_set else inst.task
@@ -78,11 +82,26 @@ def base_record(inst: Instance, protocol: str, prompt: Messages) -> dict[str, An
             "prompt_hash": prompt_hash(prompt), "gold": inst.gold}
 
 
-def generated_record(inst: Instance, protocol: str, prompt: Messages, raw: str) -> dict[str, Any]:
-    parsed = TASKS[inst.task].parse(inst, raw, answer_format(protocol))
-    value = list(parsed.value) if TASKS[inst.task].closed_set else parsed.value
+def failure_reason(completion: Completion, protocol: str) -> str | None:
+    """Why an answer counts as failed whatever it says: refused by a content policy, or cut short
+    (``truncated``: a paper-protocol answer that hit its budget, or reasoning that never closed). Short
+    label answers (sft) are read up to the budget: the label comes first."""
+    if completion.refusal:
+        return f"refused: {completion.refusal}"
+    if (completion.finish_reason == "length" and protocol == "paper") or unfinished_reasoning(completion.text):
+        return "truncated"
+    return None
+
+
+def generated_record(inst: Instance, protocol: str, prompt: Messages, raw: str | Completion) -> dict[str, Any]:
+    completion, task, fmt = as_completion(raw), TASKS[inst.task], answer_format(protocol)
+    failure = failure_reason(completion, protocol)
+    empty = task.parse(inst, "", fmt).value  # what a failed answer is scored as, whatever part of it parsed
+    parsed = Parsed("failed", empty, failure) if failure else task.parse(inst, answer_text(completion.text), fmt)
+    value = list(parsed.value) if task.closed_set else parsed.value
     return {**base_record(inst, protocol, prompt), "prediction": value, "parse_status": parsed.status,
-            "parse_error": parsed.error or None, "raw": raw, "scores": instance_scores(inst.task, inst.gold, value)}
+            "parse_error": parsed.error or None, "raw": completion.text, "finish_reason": completion.finish_reason,
+            "usage": completion.usage, "scores": instance_scores(inst.task, inst.gold, value if parsed.ok else empty)}
 
 
 def ranked_record(inst: Instance, prompt: Messages, scored, rank_score: str) -> dict[str, Any]:
@@ -111,11 +130,18 @@ def predict(backend: Backend, instances: Sequence[Instance], *, protocol: str, m
     if generated:
         # ER/VP under the rank protocol are asked with the sft prompts.
         asked = {i: "sft" if protocol == "rank" else protocol for i in generated}
-        texts = backend.generate(
-            [prompts[i] for i in generated],
-            max_new_tokens=[max_new_tokens(instances[i], asked[i], max_tokens) for i in generated],
-            constraints=[constraint(instances[i], asked[i]) if constrained else None for i in generated],
-            adapter=adapter)
+        try:
+            texts = backend.generate(
+                [prompts[i] for i in generated],
+                max_new_tokens=[max_new_tokens(instances[i], asked[i], max_tokens) for i in generated],
+                constraints=[constraint(instances[i], asked[i]) if constrained else None for i in generated],
+                adapter=adapter)
+        except BackendError as stop:  # name the instance; hand back what finished, to be kept
+            stop.where = instances[generated[stop.index]].id if stop.index is not None else None
+            stop.records = [r for r in records if r is not None] + [
+                generated_record(instances[i], asked[i], prompts[i], done)
+                for i, done in zip(generated, stop.partial) if done is not None]
+            raise
         for i, text in zip(generated, texts):
             records[i] = generated_record(instances[i], asked[i], prompts[i], text)
     return records  # type: ignore[return-value]

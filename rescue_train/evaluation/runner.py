@@ -19,7 +19,7 @@ import datetime as dt
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -27,9 +27,12 @@ from ..data import load_benchmark
 from ..data.splits import SplitManifest, assign_units, check_leakage, make_manifest
 from ..provenance import config_hash, git_commit, versions, write_json_atomic
 from ..tasks import BuildOptions, Instance, build
-from .config import RUNTIME_KEYS, EvalConfig, ModelSpec, make_backend, resolve_model, to_dict, use_run_split
+from .backends import BackendError
+from .config import (RUNTIME_KEYS, ApiOptions, EvalConfig, ModelSpec, budget_override, judge_budget, make_backend,
+                     resolve_model, to_dict, use_run_split)
 from .metrics import aggregate, table5_row, task_labels
 from .protocols import predict
+from .usage import print_estimate, usage_totals
 
 RESULTS_FORMAT = "rescue-train/eval-results/v1"
 DEFAULT_CHUNK = {"hf": None, "vllm": 1024, "openai": 64}
@@ -105,15 +108,18 @@ def read_jsonl(path: Path) -> list[dict]:
     return records
 
 
+# A lone surrogate (a model answer's escaped "\\ud800") cannot be written as UTF-8: backslashreplace writes
+# it as the JSON escape it came from (it only occurs inside JSON strings), so every line reads back.
 def write_jsonl_atomic(path: Path, records: Iterable[dict]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8",
+                   errors="backslashreplace")
     tmp.replace(path)
 
 
 def append_jsonl(path: Path, records: Iterable[dict]) -> None:
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-    with path.open("a", encoding="utf-8") as handle:
+    with path.open("a", encoding="utf-8", errors="backslashreplace") as handle:
         handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())
@@ -151,7 +157,7 @@ def prediction_identity(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data
 
 
 def scoring_identity(cfg: EvalConfig) -> dict[str, Any]:
-    judge = {k: v for k, v in to_dict(cfg)["judge"].items() if k != "batch_size"}
+    judge = {k: v for k, v in to_dict(cfg)["judge"].items() if k not in ("batch_size", "cache", *RUNTIME_KEYS)}
     bert = {k: v for k, v in to_dict(cfg)["bertscore"].items() if k not in ("batch_size", "device")}
     return {"judge": judge, "bertscore": bert}
 
@@ -230,10 +236,16 @@ def run_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalDa
     done = folder.done_predictions()
     todo = [inst for task in cfg.tasks for inst in data.instances[task] if inst.id not in done]
     chunk = cfg.chunk or DEFAULT_CHUNK[cfg.backend] or cfg.batch_size
+    print_estimate(cfg, todo, [i for task in cfg.tasks for i in data.instances[task]], done, folder)
     with _progress(len(todo), f"{variant.name}: predict", cfg.progress) as bar:
         for part in _chunks(todo, chunk):
-            records = predict(backend.get(), part, protocol=cfg.protocol, mode=cfg.mode, adapter=variant.adapter,
-                              max_tokens=cfg.max_new_tokens, constrained=cfg.constrained, rank_score=cfg.rank_score)
+            try:
+                records = predict(backend.get(), part, protocol=cfg.protocol, mode=cfg.mode, adapter=variant.adapter,
+                                  max_tokens=budget_override(cfg), constrained=cfg.constrained,
+                                  rank_score=cfg.rank_score)
+            except BackendError as stop:  # keep what finished, so that the rerun resumes after it
+                append_jsonl(folder.predictions, stop.records)
+                raise
             append_jsonl(folder.predictions, records)
             done.update((r["id"], r) for r in records)
             bar.update(len(part))
@@ -241,6 +253,7 @@ def run_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalDa
     records = [done[i] for i in instances]
     scores = folder.done_scores()
     for scorer in scorers:
+        scorer.folder = folder.path
         todo_records = [r for r in records if r["task"] in ("er", "vp") and scorer.key not in scores.get(r["id"], {})]
         with _progress(len(todo_records), f"{variant.name}: {scorer.name}", cfg.progress) as bar:
             for part in _chunks(todo_records, scorer.chunk):
@@ -255,7 +268,7 @@ def run_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalDa
 
 
 class BertScoreStage:
-    name, key, chunk = "bertscore", "bertscore_f1", 256
+    name, key, chunk, folder = "bertscore", "bertscore_f1", 256, None
 
     def __init__(self, cfg: EvalConfig):
         self.cfg = cfg.bertscore
@@ -268,14 +281,15 @@ class BertScoreStage:
             refs = [texts(r["task"], r["gold"], r["prediction"])[1] for r in records if r["task"] in ("er", "vp")]
             self.metric = BertScore(self.cfg.model, self.cfg.num_layers, self.cfg.idf, self.cfg.rescale,
                                     self.cfg.batch_size, self.cfg.device, idf_sentences=refs)
-        pairs = [texts(r["task"], r["gold"], r["prediction"]) for r in part]
+        # A failed answer scores 0 whatever part of it parsed (the one failure rule, metrics.py).
+        pairs = [texts(r["task"], r["gold"], r["prediction"] if r["parse_status"] == "ok" else None) for r in part]
         values = self.metric.f1([c for c, _ in pairs], [ref for _, ref in pairs])
         return [{"id": r["id"], "bertscore_f1": v, "bertscore_model": self.metric.settings["model"]}
                 for r, v in zip(part, values)]
 
 
 class JudgeStage:
-    name, key = "judge", "judge_status"
+    name, key, folder = "judge", "judge_status", None
 
     def __init__(self, cfg: EvalConfig, backend=None):
         from .judge import Judge
@@ -287,16 +301,20 @@ class JudgeStage:
         self.judge = None
 
     def score(self, part: list[dict], instances: dict, records: list[dict]) -> list[dict]:
+        from .judge import JudgeCache
+
         if self.judge is None:
-            backend = self._backend or make_judge_backend(self.cfg)
-            self.judge = self._judge_cls(backend, model=self.cfg.model, vp_scale=self.cfg.vp_scale,
-                                         max_new_tokens=self.cfg.max_new_tokens)
+            self.judge = self._judge_cls(self._backend or make_judge_backend(self.cfg), model=self.cfg.model,
+                                         vp_scale=self.cfg.vp_scale, max_new_tokens=judge_budget(self.cfg))
+        cache = self.folder / "judge_cache.jsonl" if self.cfg.cache and self.folder else None
+        if self.judge.cache.path != cache:  # one cache file per run folder
+            self.judge.cache = JudgeCache(cache)
         return self.judge.judge(part, instances)
 
 
 def make_judge_backend(judge) -> Any:
-    cfg = EvalConfig(model=judge.model, backend=judge.backend, base_url=judge.base_url,
-                     api_key_env=judge.api_key_env, batch_size=judge.batch_size, progress=False)
+    options = {f.name: getattr(judge, f.name) for f in fields(ApiOptions)}
+    cfg = EvalConfig(model=judge.model, backend=judge.backend, batch_size=judge.batch_size, progress=False, **options)
     return make_backend(cfg, resolve_model(cfg))
 
 
@@ -328,8 +346,10 @@ def write_results(cfg, spec, variant, data, backend_info, identity, folder, reco
         "seed": cfg.seed,
         "data": {"source": data.source, "fingerprint": data.fingerprint, "notes": data.notes},
         "split": data.split,
-        "counts": {task: {scope: {"n": agg["n"], "parse_failures": agg["parse_failures"]}
+        "counts": {task: {scope: {k: agg[k] for k in ("n", "parse_failures", "truncated", "refused", "judge_failures")
+                                  if k in agg}
                           for scope, agg in aggregates[task].items()} for task in cfg.tasks},
+        "usage": usage_totals(records),
         "aggregates": aggregates,
         "table5": {scope: table5_row(aggregates, scope) for scope in ("couple", "family", "both")},
         "records": records,
