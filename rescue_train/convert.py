@@ -22,25 +22,34 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .data import load_benchmark
-from .data.splits import assign_units, load_or_make_manifest
+from .data.config import DataConfig
+from .data.splits import SplitManifest, assign_units, check_leakage, load_or_make_manifest
 from .provenance import versions, write_json_atomic
-from .tasks import TASKS, BuildOptions, Instance, build, get_task, render
+from .tasks import TASKS, Instance, build, get_task, render
 
 SPLIT_ORDER = ("train", "validation", "test")
 
 
 @dataclass
 class ConvertConfig:
-    source: str = "bundled"
+    data: DataConfig = field(default_factory=DataConfig)
     out: str = "out/data"
     tasks: Sequence[str] = tuple(TASKS)
-    mode: str = "dialogue"
-    answer_format: str = "label"
-    scheme: str = "kfold"
-    k: int = 5
-    seed: int = 0
-    test_fold: int = 0
-    build: BuildOptions = field(default_factory=BuildOptions)
+
+
+def manifest_for(samples, data: DataConfig, out: Path) -> SplitManifest:
+    """The split manifest of ``data`` saved as ``out/split_manifest.json``: ``data.manifest`` when given (checked
+    against the samples), else the one already there or a new one."""
+    if data.split == "leave_one_unit_out":
+        raise ValueError("data.split=leave_one_unit_out is for baselines; convert writes kfold, holdout or none")
+    target = out / "split_manifest.json"
+    if data.manifest and Path(data.manifest).resolve() != target.resolve():
+        manifest = SplitManifest.load(data.manifest)
+        check_leakage(samples, manifest)
+        out.mkdir(parents=True, exist_ok=True)
+        manifest.save(target)
+        return manifest
+    return load_or_make_manifest(samples, target, data.split, data.folds, data.split_seed)
 
 
 def sft_row(inst: Instance, mode: str, fmt: str) -> dict[str, Any]:
@@ -75,20 +84,21 @@ def _dataset_dict(rows: list[dict[str, Any]]):
 def convert(config: ConvertConfig) -> dict[str, Any]:
     """Write every requested task's datasets; returns the metadata also written to convert_meta.json."""
     out = Path(config.out)
-    bench = load_benchmark(config.source)
-    manifest = load_or_make_manifest(bench.samples, out / "split_manifest.json", config.scheme, config.k, config.seed)
-    roles = manifest.roles(config.test_fold)
+    data = config.data
+    bench = load_benchmark(data.source)
+    manifest = manifest_for(bench.samples, data, out)
+    roles = manifest.roles(data.test_fold)
     units = assign_units(bench.samples)
     meta: dict[str, Any] = {
         "source": bench.source, "source_fingerprint": bench.fingerprint, "load_notes": bench.notes,
         # The output folder is left out so the same input gives byte-identical files wherever written.
-        "config": {**{k: v for k, v in asdict(config).items() if k != "out"}, "tasks": list(config.tasks)},
+        "config": {"data": asdict(data), "tasks": list(config.tasks)},
         "manifest_hash": manifest.hash,
         "manifest_notes": manifest.notes, "versions": versions(), "tasks": {},
     }
     for name in config.tasks:
         task = get_task(name)
-        result = build(task.name, bench.samples, config.build, units)
+        result = build(task.name, bench.samples, data.build_options(), units)
         records = []
         for inst in result.instances:
             fold = manifest.assignment[inst.unit]
@@ -100,10 +110,10 @@ def convert(config: ConvertConfig) -> dict[str, Any]:
         (folder / "instances.jsonl").write_text(lines, encoding="utf-8")
         keys = ("id", "task", "scenario", "unit", "sample_id", "fold", "split")
         base = [{k: r[k] for k in keys} for r in records]
-        sft = [{**b, **sft_row(i, config.mode, config.answer_format)} for b, i in zip(base, result.instances)]
+        sft = [{**b, **sft_row(i, data.mode, data.answer_format)} for b, i in zip(base, result.instances)]
         _dataset_dict(sft).save_to_disk(str(folder / "sft"))
         if task.closed_set:
-            _dataset_dict([{**b, **cls_row(i, config.mode)} for b, i in zip(base, result.instances)]
+            _dataset_dict([{**b, **cls_row(i, data.mode)} for b, i in zip(base, result.instances)]
                           ).save_to_disk(str(folder / "cls"))
         else:
             _dataset_dict([{**b, **gen_row(i, s)} for b, i, s in zip(base, result.instances, sft)]

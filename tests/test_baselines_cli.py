@@ -16,7 +16,7 @@ from rescue_train.tasks import TASKS, build
 
 @pytest.mark.slow
 def test_kfold_run_predicts_every_instance_once_without_leaks(tmp_path, capsys):
-    assert rescue_train(["baselines", "bundled", "--out", str(tmp_path)]) == 0
+    assert rescue_train(["baselines", "bundled", "--output-dir", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     for expected in ("== couple ==", "== family ==", "== both ==", "GPT-4o (paper)", "LLM average (paper)",
                      "tfidf_lr_balanced", "best baseline"):
@@ -36,8 +36,8 @@ def test_kfold_run_predicts_every_instance_once_without_leaks(tmp_path, capsys):
 
 
 def test_leave_one_unit_out_holds_out_each_unit_in_turn(tmp_path):
-    assert rescue_train(["baselines", "bundled", "--split", "none", "--tasks", "rpp", "--baselines", "majority",
-                         "--out", str(tmp_path), "--json"]) == 0
+    assert rescue_train(["baselines", "bundled", "--split", "leave_one_unit_out", "--tasks", "rpp", "--baselines", "majority",
+                         "--output-dir", str(tmp_path), "--json"]) == 0
     results = json.loads((tmp_path / "results.json").read_text())
     units = set(assign_units(load_samples("bundled")).values())
     assert sorted(f["test_units"][0] for f in results["folds"]) == sorted(units)
@@ -68,7 +68,7 @@ def test_config_errors():
     with pytest.raises(ValueError, match="needs --bertscore-layers"):
         RunConfig(source="bundled", bertscore="/some/model")
     with pytest.raises(ValueError, match="--test-fold needs --split kfold"):
-        RunConfig(source="bundled", split="none", test_fold=0)
+        RunConfig(source="bundled", split="leave_one_unit_out", test_fold=0)
     with pytest.raises(ValueError, match="unknown task or baseline: nope"):
         RunConfig(source="bundled", baselines=("nope",))
     assert set(RunConfig(source="bundled").tasks) == set(TASKS)

@@ -37,14 +37,9 @@ from .compare import DataSettings, fold_data, prepare_data, read_config, run_one
 from .sklearn_path import SklearnSettings
 
 # Recipe keys that only `compare` reads (a recipe serves both commands).
-COMPARE_ONLY = ("strategies", "seeds", "folds", "out_dir", "plots", "evaluation")
+COMPARE_ONLY = ("strategies", "seeds", "test_folds", "output_dir", "plots", "evaluation", "folds", "out_dir")
 SUMMARY = {"itp": ("precision", "recall", "f1", "accuracy")}
 SUMMARY_DEFAULT = ("accuracy", "macro_f1", "balanced_accuracy", "mrr")
-
-
-@dataclass
-class TrainDataSettings(DataSettings):
-    test_fold: int = 0
 
 
 @dataclass
@@ -55,7 +50,7 @@ class ClassifyConfig:
     strategy: str = "none"  # one of balance.STRATEGIES that the backend supports
     seed: int = 0
     output_dir: Optional[str] = None  # default runs/<recipe>/<backend>-<strategy>/fold<test_fold>
-    data: TrainDataSettings = field(default_factory=TrainDataSettings)
+    data: DataSettings = field(default_factory=DataSettings)
     sklearn: SklearnSettings = field(default_factory=SklearnSettings)
     torch: TorchSettings = field(default_factory=TorchSettings)
     balance: BalanceSettings = field(default_factory=BalanceSettings)
@@ -186,6 +181,12 @@ def main(argv: Sequence[str]) -> int:
     from ..data.schema import DataError
     from ..data.splits import LeakageError
 
+    from ..settings import describe
+
+    if any(a in ("-h", "--help") for a in argv):
+        print("usage: rescue-train train recipe=itp_cls|rpp_cls|stp_cls|ssp_cls|PATH.yaml strategy=NAME [key=value ...] "
+              "[--cfg]\n\nclassifier keys (key  type = default  meaning):\n" + "\n".join(describe(ClassifyConfig)))
+        return 0
     try:
         config = load_config([a for a in argv if a != "--cfg"])
         if "--cfg" in argv:
