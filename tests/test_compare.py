@@ -34,8 +34,11 @@ def test_load_config_merges_recipe_and_overrides_and_always_compares_against_non
 
 @pytest.mark.parametrize("argv, message", [
     (["recipe=rpp_cls", "strategies=[focal]"], "do not apply to backend=sklearn"),
-    (["recipe=rpp_cls", "sklearn.nope=1"], "bad compare setting"),
-    (["recipe=no_such_recipe"], "no recipe 'no_such_recipe'"),
+    (["recipe=rpp_cls", "sklearn.nope=1"], "unknown key sklearn.nope"),
+    (["recipe=rpp_cls", "sklearn.C=big"], "sklearn.C: expected a float, got 'big'"),
+    (["recipe=rpp_cls", "data.split_sed=1"], "unknown key data.split_sed; did you mean data.split_seed"),
+    (["recipe=no_such_recipe"], "unknown recipe 'no_such_recipe'"),
+    (["recipe=rpp_clss"], "did you mean rpp_cls"),
     (["recipe=rpp_cls", "task=er"], "not a closed-set task"),
     (["recipe=rpp_cls", "oops"], "key=value"),
 ])
