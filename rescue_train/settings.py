@@ -219,10 +219,10 @@ def _comments(schema: type) -> dict[str, str]:
     return {name: text.strip() for name, text in found}
 
 
-def describe(schema: type, prefix: str = "", skip: Sequence[str] = ()) -> list[str]:
-    """One line per key: ``name  type = default  meaning``."""
+def describe(schema: type, prefix: str = "", skip: Sequence[str] = (), instance: Any = None) -> list[str]:
+    """One line per key: ``name  type = default  meaning`` (defaults from ``instance``, else the schema's)."""
     lines = []
-    instance = schema()
+    instance = schema() if instance is None else instance
     hints = _hints(schema)
     comments = _comments(schema)
     for f in dataclasses.fields(schema):
@@ -231,10 +231,10 @@ def describe(schema: type, prefix: str = "", skip: Sequence[str] = ()) -> list[s
             continue
         tp = hints[f.name]
         inner = _unwrap(tp)
-        if isinstance(inner, type) and dataclasses.is_dataclass(inner):
-            lines += describe(inner, f"{key}.", skip)
-            continue
         default = getattr(instance, f.name)
+        if isinstance(inner, type) and dataclasses.is_dataclass(inner):
+            lines += describe(inner, f"{key}.", skip, default)
+            continue
         shown = "null" if default is None else str(default).lower() if isinstance(default, bool) else repr(default) \
             if isinstance(default, str) else str(default)
         text = f.metadata.get("help") or comments.get(f.name, "")
@@ -244,24 +244,23 @@ def describe(schema: type, prefix: str = "", skip: Sequence[str] = ()) -> list[s
 
 # ------------------------------------------------------------------------------------------ recipes
 
-def recipe_dir() -> Path:
-    return CONF_DIR / "recipes"
+def recipe_names(kind: str = "recipes") -> list[str]:
+    """The shipped recipes: ``recipes`` (train, compare) or ``eval``."""
+    return sorted(p.stem for p in (CONF_DIR / kind).glob("*.yaml"))
 
 
-def recipe_names() -> list[str]:
-    return sorted(p.stem for p in recipe_dir().glob("*.yaml"))
-
-
-def recipe_path(name: str) -> Path:
-    """A shipped recipe by name (``ssp_lora``) or the user's own YAML file (``my.yaml``, ``path/to/r.yml``)."""
+def recipe_path(name: str, kind: str = "recipes") -> Path:
+    """A shipped recipe by name (``ssp_lora``; ``kind`` eval: ``vllm_gpu``) or the user's own YAML file
+    (``my.yaml``, ``path/to/r.yml``)."""
     given = Path(name).expanduser()
     if given.suffix in (".yaml", ".yml") or given.parent != Path("."):
         if not given.is_file():
             raise ConfigError(f"recipe file {given} does not exist")
         return given.resolve()
-    shipped = recipe_dir() / f"{name}.yaml"
+    shipped = CONF_DIR / kind / f"{name}.yaml"
     if shipped.is_file():
         return shipped
-    close = difflib.get_close_matches(name, recipe_names(), n=1)
+    close = difflib.get_close_matches(name, recipe_names(kind), n=1)
     hint = f"; did you mean {close[0]}?" if close else ""
-    raise ConfigError(f"unknown recipe {name!r}{hint} (shipped: {', '.join(recipe_names())}; or a path to a .yaml)")
+    raise ConfigError(f"unknown recipe {name!r}{hint} (shipped: {', '.join(recipe_names(kind))}; or a path to a "
+                      ".yaml)")

@@ -1,10 +1,11 @@
 """The three ways of asking a model, and how its answers become prediction records.
 
-* ``sft``: the converter's prompts and bare-label answers (``fmt="label"``): what the recipes train on.
+* ``sft``: the converter's prompts and answers in ``data.answer_format`` (bare labels or the paper's JSON):
+  byte for byte what a run with the same data configuration trained on (``eval run=RUN_DIR``).
 * ``paper``: the authors' zero-shot structure: one user message (no system turn) asking for JSON answers,
   top-3 lists for RPP/STP/SSP, with nothing that reveals the gold (the reference ITP prompt did).
-* ``rank``: for the closed-set tasks, every candidate's answer text is scored by its log-likelihood after
-  the sft prompt: a full ranking, no parse failures, no generated tokens. ER and VP, which have no
+* ``rank``: for the closed-set tasks, every candidate's answer text (in ``data.answer_format``) is scored by
+  its log-likelihood after the sft prompt: a full ranking, no parse failures, no generated tokens. ER and VP, which have no
   candidates, are generated with the sft prompts.
 """
 
@@ -23,12 +24,13 @@ MAX_NEW_TOKENS = {("closed", "label"): 16, ("closed", "json"): 64, ("er", "label
                   ("vp", "label"): 256, ("vp", "json"): 256}
 
 
-def answer_format(protocol: str) -> str:
-    return "json" if protocol == "paper" else "label"
+def answer_format(protocol: str, trained: str = "label") -> str:
+    """The paper protocol asks for JSON; sft and rank use the data configuration's answer format."""
+    return "json" if protocol == "paper" else trained
 
 
-def messages(inst: Instance, protocol: str, mode: str) -> Messages:
-    rendered = render(inst, mode, answer_format(protocol))
+def messages(inst: Instance, protocol: str, mode: str, fmt: str = "label") -> Messages:
+    rendered = render(inst, mode, answer_format(protocol, fmt))
     if protocol == "paper":
         return [{"role": "user", "content": "\n\n".join(m["content"] for m in rendered)}]
     return rendered
@@ -42,16 +44,16 @@ def is_ranked(inst: Instance, protocol: str) -> bool:
     return protocol == "rank" and TASKS[inst.task].closed_set
 
 
-def max_new_tokens(inst: Instance, protocol: str, override: int | None) -> int:
+def max_new_tokens(inst: Instance, protocol: str, override: int | None, fmt: str = "label") -> int:
     if override:
         return override
     kind = "closed" if TASKS[inst.task].closed_set else inst.task
-    return MAX_NEW_TOKENS[(kind, answer_format(protocol))]
+    return MAX_NEW_TOKENS[(kind, answer_format(protocol, fmt))]
 
 
-def constraint(inst: Instance, protocol: str) -> dict[str, Any]:
+def constraint(inst: Instance, protocol: str, fmt: str = "label") -> dict[str, Any]:
     """Structured-output constraint for the answer: the candidate labels, or the answer's JSON schema."""
-    task, fmt = TASKS[inst.task], answer_format(protocol)
+    task, fmt = TASKS[inst.task], answer_format(protocol, fmt)
     if task.closed_set:
         if fmt == "label":
             return {"choice": list(inst.candidates)}
@@ -78,8 +80,8 @@ def base_record(inst: Instance, protocol: str, prompt: Messages) -> dict[str, An
             "prompt_hash": prompt_hash(prompt), "gold": inst.gold}
 
 
-def generated_record(inst: Instance, protocol: str, prompt: Messages, raw: str) -> dict[str, Any]:
-    parsed = TASKS[inst.task].parse(inst, raw, answer_format(protocol))
+def generated_record(inst: Instance, protocol: str, prompt: Messages, raw: str, fmt: str = "label") -> dict[str, Any]:
+    parsed = TASKS[inst.task].parse(inst, raw, answer_format(protocol, fmt))
     value = list(parsed.value) if TASKS[inst.task].closed_set else parsed.value
     return {**base_record(inst, protocol, prompt), "prediction": value, "parse_status": parsed.status,
             "parse_error": parsed.error or None, "raw": raw, "scores": instance_scores(inst.task, inst.gold, value)}
@@ -96,14 +98,16 @@ def ranked_record(inst: Instance, prompt: Messages, scored, rank_score: str) -> 
 
 
 def predict(backend: Backend, instances: Sequence[Instance], *, protocol: str, mode: str, adapter: str | None,
-            max_tokens: int | None = None, constrained: bool = True, rank_score: str = "sum") -> list[dict]:
+            max_tokens: int | None = None, constrained: bool = True, rank_score: str = "sum",
+            answer_format: str = "label") -> list[dict]:
     """Prediction records for ``instances``, in order: ranked ones in one scoring call, the rest in one
-    generation call (the backend batches)."""
-    prompts = [messages(inst, "sft" if is_ranked(inst, protocol) else protocol, mode) for inst in instances]
+    generation call (the backend batches). ``answer_format`` is the data configuration's (sft and rank)."""
+    fmt = answer_format
+    prompts = [messages(inst, "sft" if is_ranked(inst, protocol) else protocol, mode, fmt) for inst in instances]
     records: list[dict | None] = [None] * len(instances)
     ranked = [i for i, inst in enumerate(instances) if is_ranked(inst, protocol)]
     if ranked:
-        requests = [(prompts[i], [TASKS[instances[i].task].answer(instances[i], "label", value=c)
+        requests = [(prompts[i], [TASKS[instances[i].task].answer(instances[i], fmt, value=c)
                                   for c in instances[i].candidates]) for i in ranked]
         for i, scored in zip(ranked, backend.loglikelihood(requests, adapter=adapter)):
             records[i] = ranked_record(instances[i], prompts[i], scored, rank_score)
@@ -113,9 +117,9 @@ def predict(backend: Backend, instances: Sequence[Instance], *, protocol: str, m
         asked = {i: "sft" if protocol == "rank" else protocol for i in generated}
         texts = backend.generate(
             [prompts[i] for i in generated],
-            max_new_tokens=[max_new_tokens(instances[i], asked[i], max_tokens) for i in generated],
-            constraints=[constraint(instances[i], asked[i]) if constrained else None for i in generated],
+            max_new_tokens=[max_new_tokens(instances[i], asked[i], max_tokens, fmt) for i in generated],
+            constraints=[constraint(instances[i], asked[i], fmt) if constrained else None for i in generated],
             adapter=adapter)
         for i, text in zip(generated, texts):
-            records[i] = generated_record(instances[i], asked[i], prompts[i], text)
+            records[i] = generated_record(instances[i], asked[i], prompts[i], text, fmt)
     return records  # type: ignore[return-value]

@@ -103,6 +103,14 @@ def _check_folder(run_dir: Path, resolved: str) -> None:
                          f"output_dir")
 
 
+def _relative(path: Path, run_dir: Path) -> str:
+    """``path`` relative to the run folder when inside it (the folder can move), else absolute."""
+    try:
+        return str(path.resolve().relative_to(run_dir.resolve()))
+    except ValueError:
+        return str(path.resolve())
+
+
 def _save_model(config: ClassifyConfig, run_dir: Path, fitted: dict, labels: list[str], offset) -> str:
     if config.backend == "sklearn":
         import joblib
@@ -158,7 +166,7 @@ def train(config: ClassifyConfig) -> tuple[Path, dict]:
         "strategy": config.strategy, "strategy_summary": balance.STRATEGIES[config.strategy].summary,
         "seed": config.seed, "test_fold": test_fold, "validation_fold": (test_fold + 1) % manifest.k,
         "model": model_path, "config_hash": config_hash(asdict(config)),
-        "manifest_hash": manifest.hash, "split_manifest": str(data_dir / "split_manifest.json"),
+        "manifest_hash": manifest.hash, "split_manifest": _relative(data_dir / "split_manifest.json", run_dir),
         "manifest_notes": manifest.notes, "source": meta.get("source"),
         "source_fingerprint": meta.get("source_fingerprint"), "data_fingerprint": data_fingerprint(splits),
         "units": {role: sorted({r["unit"] for r in s.rows}) for role, s in splits.items()},
