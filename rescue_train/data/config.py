@@ -26,7 +26,7 @@ RPP_DEFINITIONS = {
 }
 SPLITS = {
     "kfold": "grouped k-fold: data.test_fold is the test fold, the next one validation, the rest training",
-    "holdout": "grouped train/validation/test thirds of roughly 60/20/20 units",
+    "holdout": "grouped holdout: about a fifth of the units test, a fifth validation, the rest training",
     "none": "no split: every sample is test (the paper's whole-benchmark evaluation)",
     "leave_one_unit_out": "baselines only: fit on every other unit, predict the held-out one, for each unit",
 }
@@ -144,7 +144,7 @@ def add_flags(parser: argparse.ArgumentParser, include: tuple[str, ...] | None =
             continue
         flag = "--" + f.name.replace("_", "-")
         shown = defaults[f.name] is not None and defaults[f.name] is not False
-        help_text = f.metadata["help"] + (f" (default: {defaults[f.name]})" if shown else "")
+        help_text = f.metadata["help"].replace("%", "%%") + (f" (default: {defaults[f.name]})" if shown else "")
         if f.name == "split":
             help_text = "split scheme: " + "; ".join(f"{k}: {SPLITS[k]}" for k in splits) + \
                 f" (default: {defaults['split']})"
