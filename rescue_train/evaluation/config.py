@@ -260,7 +260,7 @@ def resolve_model(cfg: EvalConfig) -> ModelSpec:
         folder = Path(entry).expanduser()
         adapter_dir, prov = find_adapter(folder)
         name = folder.resolve().name
-        if prov.get("recipe"):  # a run folder (runs/<recipe>/<model>/fold<k>): its recipe tells runs apart
+        if prov.get("recipe") and prov["recipe"] not in name:  # runs/<recipe>/<model>/fold<k>: name it by recipe
             name = f"{prov['recipe']}-{name}"
         while name in adapters:
             name += "_"
