@@ -112,10 +112,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def run_one(*names: str) -> int:
-    """``python -m baselines.<module> DATA [options]``: the command with only that module's baselines."""
-    return main([*sys.argv[1:], "--baselines", *names])
-
-
 if __name__ == "__main__":
     raise SystemExit(main())
