@@ -5,8 +5,8 @@
 * ``paper``: the authors' zero-shot structure: one user message (no system turn) asking for JSON answers,
   top-3 lists for RPP/STP/SSP, with nothing that reveals the gold (the reference ITP prompt did).
 * ``rank``: for the closed-set tasks, every candidate's answer text (in ``data.answer_format``) is scored by
-  its log-likelihood after the sft prompt: a full ranking, no parse failures, no generated tokens. ER and VP, which have no
-  candidates, are generated with the sft prompts.
+  its log-likelihood after the sft prompt: a full ranking, no parse failures, no generated tokens. ER and
+  VP, which have no candidates, are generated with the sft prompts.
 """
 
 from __future__ import annotations

@@ -185,9 +185,9 @@ class RunFolder:
                         else []
                     shown = "; ".join(f"{k}: {flatten(known['identity']).get(k)!r} there, "
                                       f"{flatten(identity or {}).get(k)!r} here" for k in differ[:3])
-                    raise ValueError(
-                        f"{path} holds a run with another configuration ({shown or 'hash ' + str(known.get('prediction_hash'))}"
-                        f"); pass overwrite=true to start over, or choose another output_dir=")
+                    shown = shown or f"hash {known.get('prediction_hash')}, this one {prediction_hash}"
+                    raise ValueError(f"{path} holds a run with another configuration ({shown}); pass overwrite=true "
+                                     "to start over, or choose another output_dir=")
                 for stale in (self.predictions, self.scores, path / "results.json"):
                     stale.unlink(missing_ok=True)
             elif known.get("scoring_hash") != scoring_hash and self.scores.exists():

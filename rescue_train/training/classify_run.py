@@ -44,11 +44,11 @@ SUMMARY_DEFAULT = ("accuracy", "macro_f1", "balanced_accuracy", "mrr")
 
 @dataclass
 class ClassifyConfig:
-    recipe: str = ""
-    task: str = "rpp"
+    recipe: str = ""  # a shipped recipe name or a YAML path (recipe=...)
+    task: str = "rpp"  # itp | rpp | stp | ssp
     backend: str = "sklearn"  # sklearn | torch
     strategy: str = "none"  # one of balance.STRATEGIES that the backend supports
-    seed: int = 0
+    seed: int = 0  # training seed (the split seed is data.split_seed)
     output_dir: Optional[str] = None  # default runs/<recipe>/<backend>-<strategy>/fold<test_fold>
     data: DataSettings = field(default_factory=DataSettings)
     sklearn: SklearnSettings = field(default_factory=SklearnSettings)
@@ -192,8 +192,8 @@ def main(argv: Sequence[str]) -> int:
     from ..settings import describe
 
     if any(a in ("-h", "--help") for a in argv):
-        print("usage: rescue-train train recipe=itp_cls|rpp_cls|stp_cls|ssp_cls|PATH.yaml strategy=NAME [key=value ...] "
-              "[--cfg]\n\nclassifier keys (key  type = default  meaning):\n" + "\n".join(describe(ClassifyConfig)))
+        print("usage: rescue-train train recipe=itp_cls|rpp_cls|stp_cls|ssp_cls|PATH.yaml strategy=NAME "
+              "[key=value ...] [--cfg]\n\nclassifier keys (key  type = default  meaning):\n" + "\n".join(describe(ClassifyConfig)))
         return 0
     try:
         config = load_config([a for a in argv if a != "--cfg"])

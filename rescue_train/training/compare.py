@@ -38,29 +38,29 @@ GROUPS = ("head", "medium", "tail")
 
 @dataclass
 class DataSettings(DataConfig):
-    converted: Optional[str] = None  # an existing `rescue-train convert` folder; else converted into OUT/data
+    converted: Optional[str] = None  # an existing `rescue-train convert` folder (else converted into OUT/data)
 
 
 @dataclass
 class EvalSettings:
-    bootstrap: int = 1000
-    permutations: int = 1000
-    confidence: float = 0.95
+    bootstrap: int = 1000  # bootstrap resamples of units
+    permutations: int = 1000  # paired permutation test draws
+    confidence: float = 0.95  # interval level
     head_share: float = 0.20  # a class is "head" when it is >= 20% of its scenario's training instances,
     tail_share: float = 0.10  # "tail" when < 10%, "medium" in between
-    stats_seed: int = 0
+    stats_seed: int = 0  # seed of the bootstrap and permutation draws
 
 
 @dataclass
 class CompareConfig:
-    recipe: str = ""
-    task: str = "rpp"
+    recipe: str = ""  # a shipped recipe name or a YAML path (recipe=...)
+    task: str = "rpp"  # itp | rpp | stp | ssp
     backend: str = "sklearn"  # sklearn | torch
     strategies: Any = "all"  # a list of names, or "all" (every strategy the backend supports)
-    seeds: List[int] = field(default_factory=lambda: [0])
-    test_folds: Optional[List[int]] = None  # None = all k
+    seeds: List[int] = field(default_factory=lambda: [0])  # training seeds
+    test_folds: Optional[List[int]] = None  # test folds to run; null: every fold
     output_dir: Optional[str] = None  # default runs/compare/<recipe>-<backend>
-    plots: bool = True
+    plots: bool = True  # write the PNG plots
     data: DataSettings = field(default_factory=DataSettings)
     sklearn: SklearnSettings = field(default_factory=SklearnSettings)
     torch: TorchSettings = field(default_factory=TorchSettings)

@@ -76,7 +76,8 @@ def load_fold(cfg: Any, data_dir: Path, meta: dict[str, Any]) -> TrainData:
             parts[split].append(ds)
     if not parts["train"]:
         raise ValueError(f"no training instances for tasks {list(cfg.tasks)} in fold {cfg.data.test_fold} of "
-                         f"{cfg.data.source} (see {data_dir / 'convert_meta.json'}: too few samples for data.folds={cfg.data.folds}?)")
+                         f"{cfg.data.source} (see {data_dir / 'convert_meta.json'}: too few samples for "
+                         f"data.folds={cfg.data.folds}?)")
     train = datasets.concatenate_datasets(parts["train"])
     validation = datasets.concatenate_datasets(parts["validation"]) if parts["validation"] else None
     train = add_balance_columns(train, cfg)
