@@ -14,7 +14,7 @@ from typing import Sequence
 
 from .data import config as data_config
 from .data.schema import DataError
-from .settings import ConfigError, plain_warnings
+from .settings import plain_warnings
 from .tasks import TASKS
 
 # command -> (module, function, one-line help); each function takes the remaining argv.

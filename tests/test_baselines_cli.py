@@ -51,7 +51,7 @@ def test_scored_predictions_become_rows(tmp_path, capsys):
                                    "prediction": ["pursue_withdraw", "attack_attack"], "parse_status": "ok"}) + "\n")
     assert rescue_train(["baselines", "bundled", "--tasks", "rpp", "--baselines", "majority",
                          "--predictions", f"my-model={records}"]) == 0
-    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("my-model"))
+    line = next(row for row in capsys.readouterr().out.splitlines() if row.startswith("my-model"))
     assert line.split()[1:5] == ["-", "-", "-", "0.00"]
 
 

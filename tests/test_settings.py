@@ -83,8 +83,8 @@ def test_help_lists_every_data_key_with_type_default_and_meaning(argv, capsys):
     shown = capsys.readouterr().out
     for line in describe(DataConfig, "data."):
         key, kind = line.split()[:2]
-        assert any(l.split()[:2] == [key, kind] and "=" in l and len(l.split("=", 1)[1].split()) > 1
-                   for l in shown.splitlines()), key
+        assert any(row.split()[:2] == [key, kind] and "=" in row and len(row.split("=", 1)[1].split()) > 1
+                   for row in shown.splitlines()), key
 
 
 def test_flag_commands_use_the_same_words(tmp_path, capsys):
