@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 
 import pytest
 
@@ -161,6 +162,14 @@ def test_run_uses_the_training_runs_held_out_fold_and_data_configuration(tiny, t
     assert (old.run, old.data.test_fold) == ([str(run_dir)], 2)
     with pytest.raises(ValueError, match="not a training run folder"):
         load_config([f"run={run_dir / 'adapter'}", "model=tiny"])
+    # several runs: run=A run=B; they must share their data configuration
+    twin = tmp_path / "twin"
+    shutil.copytree(run_dir, twin)
+    both = load_config([f"run={run_dir}", f"run={twin}", "tasks=[ssp]"])
+    assert both.run == [str(run_dir), str(twin)] and both.adapter == [str(run_dir), str(twin)]
+    (twin / "config.yaml").write_text("data:\n  split: kfold\n  test_fold: 2\n  mode: visual\n  rpp_definition: A\n")
+    with pytest.raises(ValueError, match=f"run={twin} was trained with data.mode='visual'"):
+        load_config([f"run={run_dir}", f"run={twin}"])
 
 
 @pytest.mark.slow

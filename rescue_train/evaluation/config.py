@@ -100,6 +100,20 @@ def _shortcuts(argv: list[str]) -> list[str]:
     return out
 
 
+def _repeated(argv: list[str], keys: tuple[str, ...]) -> list[str]:
+    """``run=a run=b`` (a key given several times) means the list ``run=[a,b]``."""
+    out, merged = [], {}
+    for arg in argv:
+        key, _, value = arg.partition("=")
+        if key in keys:
+            if key not in merged:
+                out.append(key)  # placeholder, keeps the position
+            merged.setdefault(key, []).extend(as_list(value.strip("[]")))
+        else:
+            out.append(arg)
+    return [f"{a}=[{','.join(merged[a])}]" if a in merged else a for a in out]
+
+
 # eval's own old spellings (the data.* ones are in rescue_train.data.config.EVAL_RENAMED)
 RENAMED = {**EVAL_RENAMED, "output": "output_dir", "config": "recipe"}
 
@@ -111,7 +125,7 @@ def load_config(argv: list[str]) -> EvalConfig:
 
     from ..settings import recipe_path
 
-    argv = rename(source_shortcut(_shortcuts(list(argv))), RENAMED)
+    argv = _repeated(rename(source_shortcut(_shortcuts(list(argv))), RENAMED), ("run", "adapter"))
     if "data.split=run" in argv:  # the old way to name the adapters' own training runs
         deprecated("split=run is deprecated; use run=RUN_DIR (instead of adapter=RUN_DIR)")
         argv = [a for a in argv if a != "data.split=run"]
