@@ -28,11 +28,12 @@ BASELINE_DATA = ("context", "rpp_definition", "rpp_include_current", "stp_target
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rescue-train baselines",
-                                description="Trivial baselines scored like the models, beside the paper's LLMs.")
+                                description="Trivial baselines scored like the models, beside the paper's LLMs. "
+                                            "Without --test-fold every test fold is scored; the split seed "
+                                            "also seeds the random baselines.")
     p.add_argument("source", help="benchmark_191.jsonl, a per-sample folder, a saved dataset or 'bundled'")
     p.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS))
     p.add_argument("--baselines", nargs="+", choices=list(BASELINES), default=list(BASELINES))
-    # the split seed also seeds the random baselines; without --test-fold every test fold is scored
     data_config.add_flags(p, include=BASELINE_DATA, splits=SPLITS, defaults={"test_fold": None})
     p.add_argument("--bertscore", metavar="MODEL_DIR", default=None,
                    help="a local model folder for BERTScore on ER/VP (left out when not given)")

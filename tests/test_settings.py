@@ -94,6 +94,10 @@ def test_flag_commands_use_the_same_words(tmp_path, capsys):
     meta = json.loads((tmp_path / "convert_meta.json").read_text())
     assert {k: meta["config"]["data"][k] for k in ("split_seed", "folds", "rpp_include_current", "answer_format")} \
         == {"split_seed": 2, "folds": 3, "rpp_include_current": True, "answer_format": "json"}
+    again = tmp_path / "again"  # --manifest reuses a split (another run's or convert's) instead of making one
+    assert rescue_train(["convert", "bundled", "--output-dir", str(again), "--tasks", "rpp", "--folds", "3",
+                         "--manifest", str(tmp_path / "split_manifest.json")]) == 0
+    assert json.loads((again / "convert_meta.json").read_text())["manifest_hash"] == meta["manifest_hash"]
     with pytest.raises(SystemExit):  # argparse's help
         rescue_train(["convert", "--help"])
     shown = " ".join(capsys.readouterr().out.split())
