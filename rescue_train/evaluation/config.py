@@ -131,7 +131,8 @@ def load_config(argv: list[str]) -> EvalConfig:
         argv = [a for a in argv if a != "data.split=run"]
         argv = [f"run={a.split('=', 1)[1]}" if a.startswith("adapter=") else a for a in argv]
     cli = dotlist(argv, "eval")
-    if "seed" in cli and not cli.get("run") and "split_seed" not in cli.get("data", {}):  # it seeded the split too
+    splits = (cli.get("data") or {}).get("split") in ("kfold", "holdout")
+    if "seed" in cli and splits and "split_seed" not in cli["data"]:  # seed= used to seed the split too
         deprecated("seed= now only seeds the backend; the split seed is data.split_seed (set to the same here)")
         cli.setdefault("data", {})["split_seed"] = cli["seed"]
     layers: list[dict] = []
