@@ -36,8 +36,8 @@ from .classifier import BalanceSettings, LabelSpace, Split, TorchSettings
 from .compare import DataSettings, fold_data, prepare_data, read_config, run_one
 from .sklearn_path import SklearnSettings
 
-# Recipe keys that only `compare` reads (a recipe serves both commands).
-COMPARE_ONLY = ("strategies", "seeds", "test_folds", "output_dir", "plots", "evaluation", "folds", "out_dir")
+# Recipe keys that only `compare` reads (a recipe serves both commands; its output_dir is the comparison's).
+COMPARE_ONLY = ("strategies", "seeds", "test_folds", "output_dir", "plots", "evaluation")
 SUMMARY = {"itp": ("precision", "recall", "f1", "accuracy")}
 SUMMARY_DEFAULT = ("accuracy", "macro_f1", "balanced_accuracy", "mrr")
 
