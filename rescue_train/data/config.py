@@ -102,13 +102,14 @@ EVAL_RENAMED = {**RENAMED, **{k: f"data.{k}" for k in ("context", "mode", "rpp_d
                 "split": "data.split"}
 
 
-def source_shortcut(overrides: list[str], groups: tuple[str, ...] = ()) -> list[str]:
-    """``data=PATH`` (a path or hub id, not a config group option) means ``data.source=PATH``."""
+def source_shortcut(overrides: list[str], groups: tuple[str, ...] = (), warn: bool = False) -> list[str]:
+    """``data=PATH`` (a path or hub id, not one of the config ``groups``) means ``data.source=PATH``; ``warn``
+    where ``data=`` is an old spelling (eval)."""
     out = []
     for arg in overrides:
         key, sep, value = arg.partition("=")
         if key == "data" and sep and value not in groups:
-            if not groups:  # eval's old string key
+            if warn:
                 deprecated("data= is deprecated; use data.source=")
             out.append(f"data.source={value}")
         else:

@@ -122,7 +122,7 @@ def load_config(argv: list[str]) -> EvalConfig:
 
     from ..settings import recipe_path
 
-    argv = _repeated(rename(source_shortcut(_shortcuts(list(argv))), RENAMED), ("run", "adapter"))
+    argv = _repeated(rename(source_shortcut(_shortcuts(list(argv)), warn=True), RENAMED), ("run", "adapter"))
     if "data.split=run" in argv:  # the old way to name the adapters' own training runs
         deprecated("split=run is deprecated; use run=RUN_DIR (instead of adapter=RUN_DIR)")
         argv = [a for a in argv if a != "data.split=run"]

@@ -84,7 +84,7 @@ def read_config(schema: type, argv: Sequence[str], what: str, ignore_in_recipe: 
     from ..data import config as data_config
 
     renamed = {**data_config.RENAMED, **RENAMED}
-    cli = settings.dotlist(settings.rename(data_config.source_shortcut(list(argv), ("-",)), renamed), what)
+    cli = settings.dotlist(settings.rename(data_config.source_shortcut(list(argv)), renamed), what)
     layers = []
     recipe = cli.pop("recipe", None)
     if recipe:
