@@ -28,8 +28,7 @@ from ..data.splits import SplitManifest, assign_units, check_leakage, make_manif
 from ..provenance import config_hash, git_commit, versions, write_json_atomic
 from ..settings import flatten
 from ..tasks import Instance, build
-from .config import RUNTIME_KEYS, EvalConfig, to_dict
-from .models import ModelSpec, make_backend, resolve_model
+from .config import RUNTIME_KEYS, EvalConfig, ModelSpec, make_backend, resolve_model, to_dict
 from .metrics import aggregate, table5_row, task_labels
 from .protocols import predict
 
