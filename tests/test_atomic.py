@@ -21,7 +21,7 @@ def tree(folder: Path) -> dict[str, bytes]:
 
 
 def convert_args(out: Path, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "rescue_train", "convert", "bundled", "--out", str(out), *extra]
+    return [sys.executable, "-m", "rescue_train", "convert", "bundled", "--output-dir", str(out), *extra]
 
 
 def kill_when(args: list[str], ready, timeout: float = 120) -> None:
@@ -63,13 +63,13 @@ def test_a_killed_convert_leaves_no_output_folder_and_a_rerun_completes(tmp_path
 def test_a_killed_reconversion_keeps_the_previous_complete_folder(tmp_path, clean_conversion):
     out = tmp_path / "data"
     subprocess.run(convert_args(out), check=True, capture_output=True)
-    kill_when(convert_args(out, "--format", "json"), partial_has(out, "ssp/sft"))
+    kill_when(convert_args(out, "--answer-format", "json"), partial_has(out, "ssp/sft"))
     assert tree(out) == clean_conversion
-    subprocess.run(convert_args(out, "--tasks", "itp", "--format", "json"), check=True, capture_output=True)
+    subprocess.run(convert_args(out, "--tasks", "itp", "--answer-format", "json"), check=True, capture_output=True)
     converted = tree(out)
     assert partials(out) == [] and converted["itp/instances.jsonl"] == clean_conversion["itp/instances.jsonl"]
     assert converted["vp/instances.jsonl"] == clean_conversion["vp/instances.jsonl"]  # other tasks kept
-    assert json.loads(converted["convert_meta.json"])["config"]["answer_format"] == "json"
+    assert json.loads(converted["convert_meta.json"])["config"]["data"]["answer_format"] == "json"
 
 
 def test_a_failing_writer_leaves_the_old_folder_untouched(tmp_path):
@@ -91,7 +91,7 @@ def test_convert_never_takes_over_a_folder_holding_something_else(tmp_path):
     with pytest.raises(ValueError) as info:
         convert(ConvertConfig(out=str(tmp_path), tasks=["itp"]))
     assert str(info.value) == (f"{tmp_path}: a folder that is neither empty nor a `rescue-train convert` output (no "
-                               f"convert_meta.json or split_manifest.json); choose a new or empty folder for --out")
+                               f"convert_meta.json or split_manifest.json); choose a new or empty folder for --output-dir")
     assert tree(tmp_path) == {"notes.txt": b"mine"}
 
 

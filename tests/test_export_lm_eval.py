@@ -17,7 +17,7 @@ LIMIT = 4
 
 
 def test_export_writes_a_group_with_one_task_per_closed_set_task(tmp_path, capsys):
-    assert cli(["export", "lm-eval", "--out", str(tmp_path), f"limit={LIMIT}", "tasks=[itp,stp,er]"]) == 0
+    assert cli(["export", "lm-eval", "--output-dir", str(tmp_path), f"limit={LIMIT}", "tasks=[itp,stp,er]"]) == 0
     assert "rescue_itp: 4 instances" in capsys.readouterr().out
     files = sorted(p.name for p in tmp_path.iterdir())
     assert files == ["export_meta.json", "lm_eval_loader.py", "rescue.yaml", "rescue_itp.jsonl", "rescue_itp.yaml",

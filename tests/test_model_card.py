@@ -40,8 +40,8 @@ def test_lora_run_card_links_the_hub_base_model_and_adds_eval_results(tmp_path, 
     assert card.data.eval_results is None and "Not evaluated yet" in card.text
 
     evaluated = tmp_path / "eval"
-    assert cli(["eval", f"adapter={run}", "split=run", "tasks=[ssp]", "protocol=rank", "bertscore=none",
-                "limit=3", f"output={evaluated}", "progress=false"]) == 0
+    assert cli(["eval", f"run={run}", "tasks=[ssp]", "protocol=rank", "bertscore=none", "limit=3",
+                f"output_dir={evaluated}", "progress=false"]) == 0
     assert cli(["card", str(run), str(evaluated)]) == 0
     results = json.loads(next(evaluated.rglob("results.json")).read_text())
     card = ModelCard.load(run / "README.md")

@@ -147,7 +147,7 @@ def test_a_hanging_server_fails_after_the_timeout():
 
 def eval_args(api: ReasoningAPI, out, *extra: str, judge: bool = True) -> list[str]:
     args = ["model=reasoner", "backend=openai", f"base_url={api.url}", f"api_key_env={KEY_VAR}", "protocol=paper",
-            "tasks=[itp,er,vp]", "limit=2", "progress=false", "bertscore=none", f"output={out}", "concurrency=2"]
+            "tasks=[itp,er,vp]", "limit=2", "progress=false", "bertscore=none", f"output_dir={out}", "concurrency=2"]
     if judge:
         args += ["judge.backend=openai", "judge.model=judge-model", f"judge.base_url={api.url}",
                  f"judge.api_key_env={KEY_VAR}"]

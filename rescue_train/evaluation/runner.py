@@ -26,10 +26,11 @@ from typing import Any, Iterable
 from ..data import load_benchmark
 from ..data.splits import SplitManifest, assign_units, check_leakage, make_manifest
 from ..provenance import config_hash, git_commit, versions, write_json_atomic
-from ..tasks import BuildOptions, Instance, build
+from ..settings import flatten
+from ..tasks import Instance, build
 from .backends import BackendError
 from .config import (RUNTIME_KEYS, ApiOptions, EvalConfig, ModelSpec, budget_override, judge_budget, make_backend,
-                     resolve_model, to_dict, use_run_split)
+                     resolve_model, to_dict)
 from .metrics import aggregate, table5_row, task_labels
 from .protocols import predict
 from .usage import print_estimate, usage_totals
@@ -49,30 +50,30 @@ class EvalData:
 
 def load_instances(cfg: EvalConfig) -> EvalData:
     """The test instances of every requested task (the whole benchmark, or the test fold of a manifest)."""
-    bench = load_benchmark(cfg.data)
-    options = BuildOptions(context=cfg.context, rpp_definition=cfg.rpp_definition, stp_targets=cfg.stp_targets,
-                           ssp_target_emotion=cfg.ssp_target_emotion)
-    if cfg.split == "none":
+    data = cfg.data
+    bench = load_benchmark(data.source)
+    if data.split == "none":
         manifest = make_manifest(bench.samples, "none")
         keep = None
     else:
-        path = Path(cfg.manifest) if cfg.manifest else None
+        path = Path(data.manifest) if data.manifest else None
         if path is not None and path.exists():
             manifest = SplitManifest.load(path)
             check_leakage(bench.samples, manifest)
         else:
-            manifest = make_manifest(bench.samples, "kfold", cfg.folds, cfg.seed)
+            manifest = make_manifest(bench.samples, data.split, data.folds, data.split_seed)
             if path is not None:
                 manifest.save(path)
-        roles = manifest.roles(cfg.test_fold)
+        roles = manifest.roles(data.test_fold)
         keep = {unit for unit, role in roles.items() if role == "test"}
     units = assign_units(bench.samples)
     instances = {}
     for task in cfg.tasks:
-        chosen = [i for i in build(task, bench.samples, options, units).instances if keep is None or i.unit in keep]
+        chosen = [i for i in build(task, bench.samples, data.build_options(), units).instances
+                  if keep is None or i.unit in keep]
         instances[task] = chosen[:cfg.limit] if cfg.limit else chosen
     split = {"scheme": manifest.scheme, "manifest_hash": manifest.hash, "seed": manifest.seed, "k": manifest.k,
-             "test_fold": cfg.test_fold if cfg.split == "kfold" else None, "manifest_notes": manifest.notes}
+             "test_fold": data.test_fold if manifest.scheme == "kfold" else None, "manifest_notes": manifest.notes}
     return EvalData(instances, bench.source, bench.fingerprint, bench.notes, split)
 
 
@@ -137,8 +138,16 @@ class Variant:
     provenance: dict[str, Any] = field(default_factory=dict)
 
 
+def default_output(cfg: EvalConfig, spec: ModelSpec) -> Path:
+    """runs/eval/<model>[+<adapter>...]/<protocol>: a second model or adapter does not land in the same folder."""
+    model = Path(spec.model).name if Path(spec.model).exists() else spec.model.replace("/", "--")
+    if model.startswith("tiny-"):  # the tiny model lives in a cache folder named by its build hash
+        model = "tiny"
+    return Path("runs/eval", "+".join([model, *spec.adapters]), cfg.protocol)
+
+
 def variants(cfg: EvalConfig, spec: ModelSpec) -> list[Variant]:
-    out = Path(cfg.output)
+    out = Path(cfg.output_dir) if cfg.output_dir else default_output(cfg, spec)
     names = list(spec.adapters)
     chosen = ([None] if (cfg.include_base or not names) else []) + names
     if len(chosen) == 1:
@@ -162,8 +171,15 @@ def scoring_identity(cfg: EvalConfig) -> dict[str, Any]:
     return {"judge": judge, "bertscore": bert}
 
 
+def differing_keys(old: dict, new: dict) -> list[str]:
+    """The dotted keys whose values differ between two identities."""
+    a, b = flatten(old), flatten(new)
+    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+
+
 class RunFolder:
-    def __init__(self, path: Path, prediction_hash: str, scoring_hash: str, overwrite: bool):
+    def __init__(self, path: Path, prediction_hash: str, scoring_hash: str, overwrite: bool,
+                 identity: dict | None = None):
         self.path = path
         self.predictions = path / "predictions.jsonl"
         self.scores = path / "scores.jsonl"
@@ -173,16 +189,20 @@ class RunFolder:
             known = json.loads(run_file.read_text())
             if known.get("prediction_hash") != prediction_hash:
                 if not overwrite:
-                    raise ValueError(
-                        f"{path} holds a run with another configuration (hash {known.get('prediction_hash')}, this "
-                        f"one {prediction_hash}); pass overwrite=true to start over, or choose another output=")
+                    differ = differing_keys(known.get("identity") or {}, identity or {}) if known.get("identity") \
+                        else []
+                    shown = "; ".join(f"{k}: {flatten(known['identity']).get(k)!r} there, "
+                                      f"{flatten(identity or {}).get(k)!r} here" for k in differ[:3])
+                    shown = shown or f"hash {known.get('prediction_hash')}, this one {prediction_hash}"
+                    raise ValueError(f"{path} holds a run with another configuration ({shown}); pass overwrite=true "
+                                     "to start over, or choose another output_dir=")
                 for stale in (self.predictions, self.scores, path / "results.json"):
                     stale.unlink(missing_ok=True)
             elif known.get("scoring_hash") != scoring_hash and self.scores.exists():
                 print(f"note: judge/BERTScore settings changed; the old scores in {self.scores} are discarded")
                 self.scores.unlink()
         write_json_atomic(run_file, {"format": RESULTS_FORMAT, "prediction_hash": prediction_hash,
-                                     "scoring_hash": scoring_hash})
+                                     "scoring_hash": scoring_hash, "identity": identity})
 
     def done_predictions(self) -> dict[str, dict]:
         return {r["id"]: r for r in read_jsonl(self.predictions)}
@@ -232,7 +252,8 @@ class LazyBackend:
 def run_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalData, backend: LazyBackend,
                 scorers: list) -> dict:
     identity = prediction_identity(cfg, spec, variant, data)
-    folder = RunFolder(variant.output, config_hash(identity), config_hash(scoring_identity(cfg)), cfg.overwrite)
+    folder = RunFolder(variant.output, config_hash(identity), config_hash(scoring_identity(cfg)), cfg.overwrite,
+                       identity)
     done = folder.done_predictions()
     todo = [inst for task in cfg.tasks for inst in data.instances[task] if inst.id not in done]
     chunk = cfg.chunk or DEFAULT_CHUNK[cfg.backend] or cfg.batch_size
@@ -240,7 +261,8 @@ def run_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalDa
     with _progress(len(todo), f"{variant.name}: predict", cfg.progress) as bar:
         for part in _chunks(todo, chunk):
             try:
-                records = predict(backend.get(), part, protocol=cfg.protocol, mode=cfg.mode, adapter=variant.adapter,
+                records = predict(backend.get(), part, protocol=cfg.protocol, mode=cfg.data.mode,
+                                  answer_format=cfg.data.answer_format, adapter=variant.adapter,
                                   max_tokens=budget_override(cfg), constrained=cfg.constrained,
                                   rank_score=cfg.rank_score)
             except BackendError as stop:  # keep what finished, so that the rerun resumes after it
@@ -362,11 +384,9 @@ def run(cfg: EvalConfig, *, backend=None, judge_backend=None) -> list[dict]:
     """Evaluate every variant (base and/or adapters) of ``cfg``; returns the results documents.
     ``backend``/``judge_backend`` replace the configured ones (tests, or reuse of a started engine)."""
     spec = resolve_model(cfg)
-    if cfg.split == "run":
-        use_run_split(cfg, spec)
-    elif cfg.split == "none" and spec.run_dirs:
-        print("warning: split=none evaluates on the whole benchmark, including what the adapter was trained on; "
-              "split=run evaluates on the run's held-out test fold")
+    if cfg.data.split == "none" and spec.run_dirs and not cfg.run:
+        print("warning: data.split=none evaluates on the whole benchmark, including what the adapter was trained "
+              "on; run=RUN_DIR evaluates on the run's held-out test fold with its prompts")
     data = load_instances(cfg)
     lazy = LazyBackend(cfg, spec, backend)
     try:

@@ -33,7 +33,7 @@ def estimate(cfg: EvalConfig, todo: Sequence[Instance], instances: Iterable[Inst
     if cfg.backend == "openai":
         asked = [i for i in todo if not is_ranked(i, cfg.protocol)]
         out["model"] = {"calls": len(asked),
-                        "prompt_tokens": sum(_tokens(messages(i, cfg.protocol, cfg.mode)) for i in asked),
+                        "prompt_tokens": sum(_tokens(messages(i, cfg.protocol, cfg.data.mode, cfg.data.answer_format)) for i in asked),
                         "max_completion_tokens": sum(max_new_tokens(i, cfg.protocol, budget_override(cfg))
                                                      for i in asked)}
     if cfg.judge.backend != "none":

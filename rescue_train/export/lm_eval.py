@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -22,12 +23,13 @@ from ..data.schema import DataError
 from ..provenance import versions, write_json_atomic
 
 GROUP = "rescue"
-USAGE = """usage: rescue-train export lm-eval --out DIR [key=value ...]
+USAGE = """usage: rescue-train export lm-eval --output-dir DIR [key=value ...]
 
 Writes lm-evaluation-harness task YAMLs and their data for the closed-set tasks (ITP, RPP, STP, SSP) as
-multiple choice with per-instance candidates, grouped as `rescue`. The keys are eval's: data=, split=,
-test_fold=, manifest=, folds=, seed=, tasks=, context=, mode=, rpp_definition=, stp_targets=,
-ssp_target_emotion=, limit=, and model= / tokenizer= for the chat template the prompts are rendered with.
+multiple choice with per-instance candidates, grouped as `rescue`. The keys are eval's: data.* (source, split,
+test_fold, manifest, folds, split_seed, context, mode, answer_format, the build options), run=RUN_DIR (a
+training run's data configuration and held-out fold), tasks=, limit=, and model= / tokenizer= for the chat
+template the prompts are rendered with.
 
 Then:  lm_eval --model hf --model_args pretrained=MODEL --include_path DIR --tasks rescue"""
 
@@ -66,7 +68,7 @@ def _group_yaml(tasks: Sequence[str]) -> str:
     ])
 
 
-def documents(instances, encoder, mode: str) -> list[dict[str, Any]]:
+def documents(instances, encoder, mode: str, fmt: str = "label") -> list[dict[str, Any]]:
     """One harness document per instance, from the same prompt and continuations as ``protocol=rank``."""
     from ..evaluation.protocols import messages
     from ..tasks import TASKS
@@ -75,8 +77,8 @@ def documents(instances, encoder, mode: str) -> list[dict[str, Any]]:
     for inst in instances:
         if inst.gold not in inst.candidates:
             raise DataError(f"instance {inst.id}: gold {inst.gold!r} is not among its candidates")
-        answers = [TASKS[inst.task].answer(inst, "label", value=c) for c in inst.candidates]
-        prompt, continuations = encoder.continuation_texts(messages(inst, "sft", mode), answers)
+        answers = [TASKS[inst.task].answer(inst, fmt, value=c) for c in inst.candidates]
+        prompt, continuations = encoder.continuation_texts(messages(inst, "sft", mode, fmt), answers)
         docs.append({"id": inst.id, "scenario": inst.scenario, "prompt": prompt, "choices": continuations,
                      "candidates": list(inst.candidates), "gold_index": inst.candidates.index(inst.gold)})
     return docs
@@ -87,7 +89,7 @@ def export(cfg, out: Path) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
     from ..evaluation.backends.base import ChatEncoder
-    from ..evaluation.config import resolve_model, use_run_split
+    from ..evaluation.config import resolve_model
     from ..evaluation.runner import load_instances
     from ..tasks import TASKS
 
@@ -96,17 +98,16 @@ def export(cfg, out: Path) -> dict[str, Any]:
         raise ValueError(f"tasks={list(cfg.tasks)} holds no closed-set task; lm-eval export covers "
                          f"{', '.join(t for t in TASKS if TASKS[t].closed_set)}")
     spec = resolve_model(cfg)
-    if cfg.split == "run":
-        use_run_split(cfg, spec)
     encoder = ChatEncoder(AutoTokenizer.from_pretrained(spec.tokenizer or spec.model))
     data = load_instances(cfg)
-    meta = {"format": "rescue-train/lm-eval-export/v1", "tasks": {}, "chat_template_of": spec.tokenizer or spec.model,
-            "mode": cfg.mode, "data": {"source": data.source, "fingerprint": data.fingerprint, "notes": data.notes},
+    meta = {"format": "rescue-train/lm-eval-export/v1", "tasks": {},
+            "chat_template_of": cfg.tokenizer or cfg.model or "the run's adapter", "data_config": asdict(cfg.data),
+            "data": {"source": data.source, "fingerprint": data.fingerprint, "notes": data.notes},
             "split": data.split, "versions": versions()}
     out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(Path(__file__).with_name("lm_eval_loader.py"), out / "lm_eval_loader.py")
     for task in tasks:
-        docs = documents(data.instances[task], encoder, cfg.mode)
+        docs = documents(data.instances[task], encoder, cfg.data.mode, cfg.data.answer_format)
         with open(out / f"{GROUP}_{task}.jsonl", "w", encoding="utf-8") as handle:
             handle.writelines(json.dumps(d, ensure_ascii=False) + "\n" for d in docs)
         (out / f"{GROUP}_{task}.yaml").write_text(_task_yaml(task, {"version": 1.0, "instances": len(docs)}),
@@ -128,20 +129,21 @@ def main(argv: Sequence[str]) -> int:
         print(f"rescue-train export: unknown format {argv[0]!r}; expected lm-eval\n\n{USAGE}", file=sys.stderr)
         return 2
     rest, out = argv[1:], None
-    if "--out" in rest:
-        at = rest.index("--out")
-        if at + 1 >= len(rest):
-            print("rescue-train export: --out needs a folder", file=sys.stderr)
-            return 2
-        out, rest = rest[at + 1], rest[:at] + rest[at + 2:]
-    out = out or next((a.split("=", 1)[1] for a in rest if a.startswith("out=")), None)
-    rest = [a for a in rest if not a.startswith("out=")]
+    for flag in ("--output-dir", "--out"):
+        if flag in rest:
+            at = rest.index(flag)
+            if at + 1 >= len(rest):
+                print(f"rescue-train export: {flag} needs a folder", file=sys.stderr)
+                return 2
+            out, rest = rest[at + 1], rest[:at] + rest[at + 2:]
+    out = out or next((a.split("=", 1)[1] for a in rest if a.startswith("output_dir=")), None)
+    rest = [a for a in rest if not a.startswith("output_dir=")]
     if not out:
-        print(f"rescue-train export: --out DIR is required\n\n{USAGE}", file=sys.stderr)
+        print(f"rescue-train export: --output-dir DIR is required\n\n{USAGE}", file=sys.stderr)
         return 2
     try:
         cfg = load_config(rest)
-        if not cfg.model and not cfg.adapter:
+        if not cfg.model and not cfg.adapter and not cfg.run:
             cfg.model = "tiny"
         meta = export(cfg, Path(out))
     except (DataError, ValueError, OSError) as exc:

@@ -36,26 +36,21 @@ from .classifier import BalanceSettings, LabelSpace, Split, TorchSettings
 from .compare import DataSettings, fold_data, prepare_data, read_config, run_one
 from .sklearn_path import SklearnSettings
 
-# Recipe keys that only `compare` reads (a recipe serves both commands).
-COMPARE_ONLY = ("strategies", "seeds", "folds", "out_dir", "plots", "evaluation")
+# Recipe keys that only `compare` reads (a recipe serves both commands; its output_dir is the comparison's).
+COMPARE_ONLY = ("strategies", "seeds", "test_folds", "output_dir", "plots", "evaluation")
 SUMMARY = {"itp": ("precision", "recall", "f1", "accuracy")}
 SUMMARY_DEFAULT = ("accuracy", "macro_f1", "balanced_accuracy", "mrr")
 
 
 @dataclass
-class TrainDataSettings(DataSettings):
-    test_fold: int = 0
-
-
-@dataclass
 class ClassifyConfig:
-    recipe: str = ""
-    task: str = "rpp"
+    recipe: str = ""  # a shipped recipe name or a YAML path (recipe=...)
+    task: str = "rpp"  # itp | rpp | stp | ssp
     backend: str = "sklearn"  # sklearn | torch
     strategy: str = "none"  # one of balance.STRATEGIES that the backend supports
-    seed: int = 0
+    seed: int = 0  # training seed (the split seed is data.split_seed)
     output_dir: Optional[str] = None  # default runs/<recipe>/<backend>-<strategy>/fold<test_fold>
-    data: TrainDataSettings = field(default_factory=TrainDataSettings)
+    data: DataSettings = field(default_factory=DataSettings)
     sklearn: SklearnSettings = field(default_factory=SklearnSettings)
     torch: TorchSettings = field(default_factory=TorchSettings)
     balance: BalanceSettings = field(default_factory=BalanceSettings)
@@ -106,6 +101,14 @@ def _check_folder(run_dir: Path, resolved: str) -> None:
         changed = sorted(k for k in set(old) | set(new) if old.get(k) != new.get(k))
         raise ValueError(f"{run_dir} holds a run made with other settings (changed: {changed}); use another "
                          f"output_dir")
+
+
+def _relative(path: Path, run_dir: Path) -> str:
+    """``path`` relative to the run folder when inside it (the folder can move), else absolute."""
+    try:
+        return str(path.resolve().relative_to(run_dir.resolve()))
+    except ValueError:
+        return str(path.resolve())
 
 
 def _save_model(config: ClassifyConfig, run_dir: Path, fitted: dict, labels: list[str], offset) -> str:
@@ -164,7 +167,7 @@ def train(config: ClassifyConfig) -> tuple[Path, dict]:
         "strategy": config.strategy, "strategy_summary": balance.STRATEGIES[config.strategy].summary,
         "seed": config.seed, "test_fold": test_fold, "validation_fold": (test_fold + 1) % manifest.k,
         "model": model_path, "config_hash": config_hash(asdict(config)),
-        "manifest_hash": manifest.hash, "split_manifest": str(data_dir / "split_manifest.json"),
+        "manifest_hash": manifest.hash, "split_manifest": _relative(data_dir / "split_manifest.json", run_dir),
         "manifest_notes": manifest.notes, "source": meta.get("source"),
         "source_fingerprint": meta.get("source_fingerprint"), "data_fingerprint": data_fingerprint(splits),
         "units": {role: sorted({r["unit"] for r in s.rows}) for role, s in splits.items()},
@@ -188,6 +191,12 @@ def main(argv: Sequence[str]) -> int:
     from ..data.schema import DataError
     from ..data.splits import LeakageError
 
+    from ..settings import describe
+
+    if any(a in ("-h", "--help") for a in argv):
+        print("usage: rescue-train train recipe=itp_cls|rpp_cls|stp_cls|ssp_cls|PATH.yaml strategy=NAME "
+              "[key=value ...] [--cfg]\n\nclassifier keys (key  type = default  meaning):\n" + "\n".join(describe(ClassifyConfig)))
+        return 0
     try:
         config = load_config([a for a in argv if a != "--cfg"])
         if "--cfg" in argv:
