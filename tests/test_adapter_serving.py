@@ -98,7 +98,7 @@ def test_hf_vllm_and_vllm_serve_see_the_same_prompts_and_answer_alike(run_dir, s
     for backend, model in (("hf", [f"adapter={run_dir}"]),
                            ("vllm", [f"adapter={run_dir}", "max_model_len=8192"]),
                            ("openai", [f"model={base}", "adapter=lora", f"base_url={served}/v1"])):
-        (results,) = run(load_config([f"backend={backend}", *model, *common, f"output={tmp_path / backend}"]))
+        (results,) = run(load_config([f"backend={backend}", *model, *common, f"output_dir={tmp_path / backend}"]))
         by_backend[backend] = {r["id"]: r for r in results["records"]}
     assert len(by_backend["hf"]) == 6
     for name in ("vllm", "openai"):
@@ -108,5 +108,5 @@ def test_hf_vllm_and_vllm_serve_see_the_same_prompts_and_answer_alike(run_dir, s
     encoder = ChatEncoder(AutoTokenizer.from_pretrained(run_dir / "adapter"))
     samples = load_samples("bundled")
     for inst in build("ssp", samples).instances[:3] + build("itp", samples).instances[:3]:
-        asked = messages(inst, "sft", "dialogue")
+        asked = messages(inst, "sft", "dialogue", "label")
         assert _post(f"{served}/tokenize", {"model": "lora", "messages": asked})["tokens"] == encoder.prompt_ids(asked)

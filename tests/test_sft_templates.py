@@ -13,6 +13,8 @@ import pytest
 from chat_families import FAMILIES, answer_with_end, family_tokenizer
 from sft_helpers import chat, chat_rows, make_trainer, tiny_model
 
+from rescue_train.settings import CONF_DIR
+
 SYSTEM_USER = chat("yes")["prompt"]
 
 # What each family's template shows the model for SYSTEM_USER, worked out by hand from the published formats.
@@ -42,7 +44,7 @@ def converted(tmp_path_factory):
     from rescue_train.tasks import build
 
     out = tmp_path_factory.mktemp("converted")
-    convert(ConvertConfig(source="bundled", out=str(out), tasks=["ssp", "vp"]))
+    convert(ConvertConfig(out=str(out), tasks=["ssp", "vp"]))
     rows = datasets.concatenate_datasets(
         [datasets.load_from_disk(str(out / task / "sft"))["train"].select(range(2)) for task in ("ssp", "vp")])
     samples = load_samples("bundled")
@@ -73,7 +75,7 @@ def test_loss_is_the_answer_and_end_of_turn_and_the_prompt_is_the_evaluators(fam
         answer = source["completion"][0]["content"]
         start, labels = labelled(row)
         assert tokenizer.decode(labels) == answer_with_end(family, answer)
-        asked = messages(instances[source["id"]], "sft", "dialogue")
+        asked = messages(instances[source["id"]], "sft", "dialogue", "label")
         assert asked == source["prompt"]
         # the evaluator's prompt: the same tokens and the same text; the rank protocol scores the same tokens
         assert row["input_ids"][:start] == encoder.prompt_ids(asked)
@@ -185,7 +187,7 @@ def smollm2():
 
     from rescue_train.training.models import load_tokenizer, resolve_model_path
 
-    path = resolve_model_path(OmegaConf.load("configs/model/smollm2.yaml").path)
+    path = resolve_model_path(OmegaConf.load(CONF_DIR / "model" / "smollm2.yaml").path)
     return path, load_tokenizer(OmegaConf.create({"chat_template": None, "pad_token": None}), path)
 
 
