@@ -97,7 +97,8 @@ def test_hf_vllm_and_vllm_serve_see_the_same_prompts_and_answer_alike(run_dir, s
     by_backend = {}
     for backend, model in (("hf", [f"adapter={run_dir}"]),
                            ("vllm", [f"adapter={run_dir}", "max_model_len=8192"]),
-                           ("openai", [f"model={base}", "adapter=lora", f"base_url={served}/v1"])):
+                           ("openai", [f"model={base}", "adapter=lora", f"base_url={served}/v1",
+                                       "temperature=0", "reasoning=false"])):
         (results,) = run(load_config([f"backend={backend}", *model, *common, f"output_dir={tmp_path / backend}"]))
         by_backend[backend] = {r["id"]: r for r in results["records"]}
     assert len(by_backend["hf"]) == 6
