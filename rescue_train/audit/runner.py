@@ -1,0 +1,191 @@
+"""Run an audit: turns -> sentences -> one judge request per (sentence, criterion) -> labels -> results.
+
+The output folder holds ``run.json`` (the judge's identity), ``labels.jsonl`` (one line per answered request,
+keyed by the hash of the exact prompt, appended and fsynced chunk by chunk), ``results.json``, ``report.md``
+and the plots. A killed audit resumes without asking again; a later audit into the same folder (another model,
+the reference turns again) reuses every answer whose prompt it has seen: the cache. A folder whose labels came
+from another judge is refused unless ``overwrite=true``.
+
+Requests are sent in (INPUT, dialogue, turn, sentence, criterion) order; the prompt puts what they share first,
+so a prefix cache (vLLM's, or an API's) serves each dialogue's requests.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..evaluation.runner import append_jsonl, read_jsonl
+from ..provenance import config_hash, git_commit, versions, write_json_atomic
+from .config import AuditConfig, chosen_criteria, judge_identity, make_judge
+from .criteria import ANSWER_SCHEMA, EXPLORATORY_KEYS, PARSE_FAIL, messages, parse_answer, prompt_key
+from .inputs import Loaded, Turn, load_inputs
+from .split import split_sentences
+
+RESULTS_FORMAT = "rescue-train/audit-results/v1"
+CHARS_PER_TOKEN = 4  # rough English average, for the dry-run estimate only
+
+
+@dataclass
+class Request:
+    sentence: int  # index into the sentence list
+    criterion: str
+    key: str
+    prompt: list[dict[str, str]]
+
+
+def criteria_for(setting: str, chosen: tuple[str, ...]) -> tuple[str, ...]:
+    """Our exploratory pair is asked only about multi-party turns."""
+    return tuple(k for k in chosen if setting == "multi" or k not in EXPLORATORY_KEYS)
+
+
+def ordered(turns: list[Turn]) -> list[Turn]:
+    """Turns grouped by INPUT system and dialogue (first-seen order), then by turn number."""
+    first: dict[tuple[str, str], int] = {}
+    for t in turns:
+        first.setdefault((t.system, t.dialogue_id), len(first))
+    return sorted(turns, key=lambda t: (first[(t.system, t.dialogue_id)], t.turn_id))
+
+
+def plan(turns: list[Turn], cfg: AuditConfig) -> tuple[list[dict[str, Any]], list[Request]]:
+    """The sentences of every turn and the requests about them, in prefix-cache order."""
+    chosen = chosen_criteria(cfg)
+    sentences: list[dict[str, Any]] = []
+    requests: list[Request] = []
+    for turn in ordered(turns):
+        criteria = criteria_for(turn.setting, chosen)
+        parts = split_sentences(turn.text, cfg.splitter)
+        prior = turn.prior if cfg.context < 0 else turn.prior[len(turn.prior) - cfg.context:] if cfg.context else []
+        for number, text in enumerate(parts, start=1):
+            sentences.append({"system": turn.system, "dialogue_id": turn.dialogue_id, "turn_id": turn.turn_id,
+                              "sentence_id": number, "setting": turn.setting, "row_index": turn.row_index,
+                              "text": text, "criteria": list(criteria)})
+            for criterion in criteria:
+                prompt = messages(turn.setting, criteria, prior, parts[:number - 1], text, criterion)
+                requests.append(Request(len(sentences) - 1, criterion, prompt_key(prompt), prompt))
+    return sentences, requests
+
+
+class LabelStore:
+    """labels.jsonl under a run.json that names the judge; answers keyed by prompt hash."""
+
+    def __init__(self, folder: Path, identity_hash: str, overwrite: bool):
+        self.folder = folder
+        self.path = folder / "labels.jsonl"
+        run_file = folder / "run.json"
+        if run_file.exists():
+            known = json.loads(run_file.read_text())
+            if known.get("judge_hash") != identity_hash:
+                if not overwrite:
+                    raise ValueError(f"{folder} holds labels from another judge configuration (hash "
+                                     f"{known.get('judge_hash')}, this one {identity_hash}); pass overwrite=true to "
+                                     "start over, or choose another output=")
+                self.path.unlink(missing_ok=True)
+        self.identity_hash = identity_hash
+        self.answers = {line["key"]: line for line in read_jsonl(self.path)}
+
+    def open(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(self.folder / "run.json", {"format": RESULTS_FORMAT, "judge_hash": self.identity_hash})
+
+    def add(self, lines: list[dict[str, Any]]) -> None:
+        append_jsonl(self.path, lines)
+        self.answers.update((line["key"], line) for line in lines)
+
+
+def estimate(requests: list[Request], store: LabelStore | None, max_new_tokens: int) -> dict[str, Any]:
+    """Counts and a rough token estimate (about 4 characters a token) for a dry run."""
+    todo = [r for r in requests if store is None or r.key not in store.answers]
+    unique = {r.key: r for r in todo}
+    texts = ["\n".join(m["content"] for m in r.prompt) for r in unique.values()]
+    new_chars, previous = 0, ""
+    for text in texts:  # what a prefix cache still has to read: the part not shared with the previous request
+        new_chars += len(text) - len(os.path.commonprefix([text, previous]))
+        previous = text
+    return {"requests": len(requests), "cached": len(requests) - len(todo), "to_send": len(unique),
+            "prompt_tokens": sum(map(len, texts)) // CHARS_PER_TOKEN,
+            "prompt_tokens_after_prefix_cache": new_chars // CHARS_PER_TOKEN,
+            "max_output_tokens": len(unique) * max_new_tokens}
+
+
+def ask(store: LabelStore, requests: list[Request], cfg: AuditConfig, backend=None) -> Any:
+    """Send every request not yet answered, chunk by chunk; returns the backend used (or None)."""
+    todo = list({r.key: r for r in requests if r.key not in store.answers}.values())
+    if not todo:
+        return backend
+    from tqdm.auto import tqdm
+
+    backend = backend or make_judge(cfg)
+    constraint = {"json": ANSWER_SCHEMA} if cfg.constrained else None
+    with tqdm(total=len(todo), desc="audit: judge", unit="call", disable=not cfg.progress) as bar:
+        for start in range(0, len(todo), cfg.chunk):
+            part = todo[start:start + cfg.chunk]
+            texts = backend.generate([r.prompt for r in part], max_new_tokens=[cfg.max_new_tokens] * len(part),
+                                     constraints=[constraint] * len(part))
+            store.add([{"key": r.key, "criterion": r.criterion, **parse_answer(text), "raw": text}
+                       for r, text in zip(part, texts)])
+            bar.update(len(part))
+    return backend
+
+
+def attach_labels(sentences: list[dict[str, Any]], requests: list[Request], store: LabelStore) -> None:
+    for s in sentences:
+        s["labels"] = {}
+    for r in requests:
+        answer = store.answers.get(r.key)
+        label = {"label": answer["label"], "span": answer.get("span"), "referent": answer.get("referent"),
+                 "reason": answer.get("reason")} if answer else {"label": None}
+        if answer and answer["label"] == PARSE_FAIL:
+            label["error"] = answer.get("error")
+        sentences[r.sentence]["labels"][r.criterion] = label
+
+
+def run(inputs: list[str], cfg: AuditConfig, *, backend=None) -> dict[str, Any]:
+    """Audit ``inputs``; returns the results document (or, with ``dry_run``, the plan's counts)."""
+    loaded: Loaded = load_inputs(inputs, data=cfg.data, context=cfg.context, reference_rows=cfg.reference_rows,
+                                 limit=cfg.limit)
+    sentences, requests = plan(loaded.turns, cfg)
+    identity = judge_identity(cfg)
+    folder = Path(cfg.output)
+    store = LabelStore(folder, config_hash(identity), cfg.overwrite)
+    if cfg.dry_run:
+        per_system: dict[str, dict[str, int]] = {}
+        for s in sentences:
+            counts = per_system.setdefault(s["system"], {"turns": 0, "sentences": 0, "requests": 0})
+            counts["sentences"] += 1
+            counts["requests"] += len(s["criteria"])
+            counts["turns"] += s["sentence_id"] == 1
+        return {"dry_run": True, "systems": per_system, "sentences": sentences, "skipped": loaded.skipped,
+                **estimate(requests, store, cfg.max_new_tokens)}
+    store.open()
+    used = ask(store, requests, cfg, backend)
+    try:
+        attach_labels(sentences, requests, store)
+        described = used.describe() if used is not None else {"backend": cfg.backend, "model": cfg.model,
+                                                                "note": "every answer came from the cache"}
+    finally:
+        if used is not None and backend is None:
+            used.close()
+    from .stats import analyse
+
+    results = {
+        "format": RESULTS_FORMAT,
+        "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "inputs": loaded.sources,
+        "skipped": loaded.skipped,
+        "config": {k: v for k, v in vars(cfg).items()},
+        "criteria": list(chosen_criteria(cfg)),
+        "judge_hash": store.identity_hash,
+        "judge": described,
+        "versions": versions(),
+        "git_commit": git_commit(),
+        "bootstrap": {"resamples": cfg.bootstrap, "seed": cfg.seed, "unit": "dialogue"},
+        "analysis": analyse(sentences, cfg.bootstrap, cfg.seed),
+        "sentences": sentences,
+    }
+    write_json_atomic(folder / "results.json", results)
+    return results
