@@ -156,11 +156,12 @@ def load_eval_results(path: Path, context: int = -1) -> tuple[list[Turn], list[d
         count = 0
         for record in results["records"]:
             origin = f"{file}: record {record.get('id')!r}"
-            text = prediction_text(record, origin)  # first: refuses a task whose predictions are not turns
-            if record.get("parse_status", "ok") != "ok" or not text.strip():
-                skipped.append({"system": system, "id": record.get("id"),
-                                "reason": "the prediction did not parse" if record.get("parse_status", "ok") != "ok"
-                                else "empty prediction"})
+            if record.get("parse_status", "ok") != "ok":
+                skipped.append({"system": system, "id": record.get("id"), "reason": "the prediction did not parse"})
+                continue
+            text = prediction_text(record, origin)
+            if not text.strip():
+                skipped.append({"system": system, "id": record.get("id"), "reason": "empty prediction"})
                 continue
             sample = samples.get(record.get("sample_id"))
             if sample is None:

@@ -3,8 +3,8 @@
 Per sentence (values 1, 0, or None = no usable label):
 
 * each criterion: 1 MET, 0 NOT_MET, None for PARSE_FAIL or not asked;
-* ``IF``: 1 when any IF criterion is MET, else 0, even when some IF labels are missing (RELATE's rule; None
-  only when no IF criterion was asked);
+* ``IF``: 1 when any IF criterion is MET, else 0, even when some IF labels are missing (RELATE's rule); a
+  sentence with no IF label at all (every one failed to parse, or none was asked) leaves the IF rates;
 * ``IF_gated`` (ours): 1 when an IF criterion is MET with the referent ``supporter_dyad``, else 0;
 * ``OS``: the Outward-Scaffolding label; a sentence without one leaves the OS rate only;
 * composition (sentences with an OS label): IF-only, OS-only, both, neither; ``IF among OS`` = both / OS.
@@ -38,9 +38,9 @@ def sentence_values(labels: dict[str, dict[str, Any]]) -> dict[str, int | None]:
         label = answer.get("label")
         values[key] = 1 if label == MET else 0 if label == NOT_MET else None
     met_if = [k for k in IF_KEYS if values.get(k) == 1]
-    asked_if = any(k in labels for k in IF_KEYS)
-    values["IF"] = int(bool(met_if)) if asked_if else None
-    values["IF_gated"] = int(any(labels[k].get("referent") == "supporter_dyad" for k in met_if)) if asked_if else None
+    observed_if = any(values.get(k) is not None for k in IF_KEYS)
+    values["IF"] = int(bool(met_if)) if observed_if else None
+    values["IF_gated"] = int(any(labels[k].get("referent") == "supporter_dyad" for k in met_if)) if observed_if else None
     values["OS"] = values.get(OS_KEY)
     if values["OS"] is not None and values["IF"] is not None:
         values["composition"] = {(1, 1): "both", (1, 0): "IF_only", (0, 1): "OS_only", (0, 0): "neither"}[
