@@ -220,6 +220,8 @@ def load_inputs(inputs: list[str], *, data: str = "bundled", context: int = -1, 
         sources += new
     if reference is not None and reference_rows == "matched":
         places = {(t.dialogue_id, t.row_index) for t in turns if t.system != REFERENCE and t.row_index}
+        if not places:
+            raise ValueError("reference_rows=matched needs an eval results INPUT whose rows the reference turns match")
         turns = [t for t in turns if t.system != REFERENCE or (t.dialogue_id, t.row_index) in places]
         sources[reference]["turns"] = sum(t.system == REFERENCE for t in turns)
     if not turns:
