@@ -311,3 +311,41 @@ def test_config_validation():
 
     assert chosen_criteria(cfg) == ("return_hooks", "outward_scaffolding")
     assert np.isclose(AuditConfig().seed, 20260913)
+
+
+# ---------------------------------------------------------------- agreement with human labels
+
+def test_sentence_agreement_through_the_agreement_command(tmp_path, capsys):
+    from rescue_train.cli import main
+    from rescue_train.audit.runner import RESULTS_FORMAT
+
+    five = (*C.IF_KEYS, C.OS_KEY)
+    met = [{"bond_anchoring": ("MET", "supporter_dyad")}, {"intimate_dyad": ("MET", "other_person")}, {},
+           {"outward_scaffolding": "MET", "inner_life": "PARSE_FAIL"}]
+    sentences = [_sentence("d1", 1, i + 1, {k: m.get(k, NO) for k in five}) for i, m in enumerate(met)]
+    sentences[2]["labels"]["outward_scaffolding"] = {"label": "PARSE_FAIL"}
+    (tmp_path / "results.json").write_text(json.dumps({"format": RESULTS_FORMAT, "sentences": sentences}))
+    human = tmp_path / "human.csv"
+    human.write_text("dialogue_id,turn_id,sentence_id,rater,IF,OS\n"
+                     "d1,1,1,A,o,\nd1,1,2,A,,\nd1,1,3,A,,o\nd1,1,4,A,,o\n"
+                     "d1,1,1,B,1,0\nd1,1,2,B,0,0\nd1,1,3,B,0,0\nd1,1,4,B,1,1\n")
+    assert main(["agreement", str(tmp_path), "--human", str(human), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    # judge IF 1,1,0,0 vs A 1,0,0,0: agreement 3/4, chance (.5*.25 + .5*.75) -> kappa .5;
+    # AC1: pi = 3/8, chance 2 pi (1 - pi) = .46875 -> (.75 - .46875) / .53125
+    vs_a = report["judge"]["IF"]["IF"]["A"]
+    assert (vs_a["n"], vs_a["agreement"], vs_a["positive_a"], vs_a["positive_b"]) == (4, 0.75, 0.5, 0.25)
+    assert vs_a["kappa"] == pytest.approx(0.5) and vs_a["gwet_ac1"] == pytest.approx(0.28125 / 0.53125)
+    assert report["judge"]["IF"]["IF_gated"]["A"]["kappa"] == pytest.approx(1.0)  # gated IF 1,0,0,0 = A
+    assert report["judge"]["IF"]["IF"]["all raters"]["n"] == 8
+    # OS: sentence 3's judge answer failed to parse, so it leaves the comparison
+    assert report["judge"]["OS"]["OS"]["A"]["n"] == 3 and report["judge"]["OS"]["OS"]["A"]["agreement"] == 1.0
+    assert report["raters"]["IF"]["A vs B"]["kappa"] == pytest.approx(0.5)
+    assert main(["agreement", str(tmp_path), "--human", str(human)]) == 0
+    assert "| IF | judge IF_gated | A | 4 |" in capsys.readouterr().out
+    human.write_text("dialogue_id,turn_id,sentence_id,IF\nd1,1,9,1\n")
+    assert main(["agreement", str(tmp_path), "--human", str(human)]) == 2
+    assert "human.csv:2: sentence ('m', 'd1', '1', '9') is not in the audit results" in capsys.readouterr().out
+    human.write_text("dialogue_id,turn_id,sentence_id,IF\nd1,1,1,maybe\n")
+    assert main(["agreement", str(tmp_path), "--human", str(human)]) == 2
+    assert "human.csv:2: column 'IF': expected a presence mark" in capsys.readouterr().out

@@ -122,12 +122,12 @@ def test_http_judge_audit_of_dialogues_reference_and_eval_results(tmp_path, dial
         # resume after a kill: the lost answers are asked again, nothing else
         lines = (out / "labels.jsonl").read_text().splitlines()
         (out / "labels.jsonl").write_text("\n".join(lines[:30]) + "\n" + lines[30][:20])
-        code, printed, err = _cli(args, capsys)
+        code, printed, err = _cli(args + ["plots=false"], capsys)
         assert code == 0, err
         assert len(server.requests) == 44 + 14
         assert json.loads((out / "results.json").read_text())["analysis"] == results["analysis"]
         # the cache: the reference turns again, alone, cost nothing more
-        code, printed, err = _cli(["reference", *args[3:], "limit=1", "reference_rows=all"], capsys)
+        code, printed, err = _cli(["reference", *args[3:], "limit=1", "reference_rows=all", "plots=false"], capsys)
         assert code == 0 and len(server.requests) == 58, err
         # another judge into the same folder is refused
         code, printed, err = _cli(args[:-1] + ["model=other-judge"], capsys)
