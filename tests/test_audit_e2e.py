@@ -163,3 +163,18 @@ def test_tiny_model_hf_judge_audits_dialogues_and_reference(tmp_path, dialogue_f
         assert sum(labels.values()) == calls and labels["missing"] == 0  # every answer counted, none dropped
     assert len((out / "labels.jsonl").read_text().splitlines()) == 17
     assert results["judge"]["backend"] == "hf"
+
+
+@pytest.mark.vllm
+def test_vllm_judge_with_structured_outputs(tmp_path, dialogue_file):
+    pytest.importorskip("vllm")
+    out = tmp_path / "audit"
+    cfg = load_config(["model=tiny", "backend=vllm", "dtype=float32", "max_model_len=8192", f"output={out}",
+                       "limit=1", "max_new_tokens=64", "bootstrap=200", "progress=false", "criteria=relate"])
+    results = run([str(dialogue_file), "reference"], cfg)
+    per = results["analysis"]["per_system"]
+    for system, calls in (("chatbot", 10), ("reference", 5)):
+        assert sum(per[system]["labels"].values()) == calls and per[system]["labels"]["missing"] == 0
+    assert results["judge"]["backend"] == "vllm"
+    assert set(results["criteria"]) == {"bond_anchoring", "intimate_dyad", "inner_life", "return_hooks",
+                                        "outward_scaffolding"}
