@@ -262,14 +262,25 @@ def test_dialogue_file_turns_and_context(tmp_path):
     assert turns[1].prior == [("user", "u1"), ("assistant", "a1"), ("user", "u2")]  # no system message
 
 
-def _eval_results(tmp_path, records, task="rsg"):
+def _eval_results(tmp_path, records, task="rsg", name="eval"):
     bench = load_benchmark("bundled")
-    folder = tmp_path / "eval"
-    folder.mkdir()
+    folder = tmp_path / name
+    folder.mkdir(parents=True)
     (folder / "results.json").write_text(json.dumps({
         "label": "my-model", "config": {"data": "bundled"}, "data": {"fingerprint": bench.fingerprint},
         "records": [{"task": task, "parse_status": "ok", **r} for r in records]}))
     return folder
+
+
+def test_variant_folders_of_one_model_stay_apart(tmp_path):
+    sample = load_benchmark("bundled").samples[0]
+    row = [r.row_index for r in sample.rows if r.is_therapist][0]
+    record = {"id": "a", "sample_id": sample.sample_id, "row_index": row, "prediction": "Go on."}
+    _eval_results(tmp_path, [record], name="runs/base")
+    _eval_results(tmp_path, [record], name="runs/lora")
+    turns, sources, _ = load_eval_results(tmp_path / "runs")
+    assert [s["system"] for s in sources] == ["my-model", "my-model (lora)"]
+    assert [t.system for t in turns] == ["my-model", "my-model (lora)"]
 
 
 def test_eval_results_turns_stand_in_the_real_dialogue(tmp_path):
@@ -280,12 +291,13 @@ def test_eval_results_turns_stand_in_the_real_dialogue(tmp_path):
     folder = _eval_results(tmp_path, [
         {"id": "a", "sample_id": sample.sample_id, "row_index": second, "prediction": "Tell her directly.",
          "gold": sample.row(second).dialogue},
-        {"id": "b", "sample_id": sample.sample_id, "row_index": second, "prediction": None, "parse_status": "failed"}])
+        {"id": "b", "sample_id": sample.sample_id, "row_index": second, "prediction": None, "parse_status": "failed"},
+        {"id": "c", "task": "itp", "sample_id": sample.sample_id, "row_index": 1, "prediction": ["yes"]}])
     turns, sources, skipped = load_eval_results(folder)
     assert len(turns) == 1 and turns[0].turn_id == 2 and turns[0].row_index == second
     assert turns[0].prior == [(r.speaker, r.dialogue) for r in sample.rows[:second - 1]]
     assert skipped == [{"system": "my-model", "id": "b", "reason": "the prediction did not parse"}]
-    assert sources[0]["system"] == "my-model"
+    assert (sources[0]["system"], sources[0]["tasks"], sources[0]["ignored_tasks"]) == ("my-model", ["rsg"], ["itp"])
     reference, _ = load_reference("bundled")
     same_place = [t for t in reference if t.dialogue_id == sample.sample_id and t.row_index == second]
     assert same_place[0].prior == turns[0].prior and same_place[0].turn_id == 2
@@ -294,9 +306,11 @@ def test_eval_results_turns_stand_in_the_real_dialogue(tmp_path):
 def test_eval_results_of_er_are_refused(tmp_path):
     folder = _eval_results(tmp_path, [{"id": "e1", "sample_id": "s", "row_index": 1,
                                        "prediction": {"emotion": "sad", "intensity": 3}}], task="er")
-    with pytest.raises(ValueError, match="record 'e1': the prediction of task 'er' is not a turn of text"):
+    with pytest.raises(ValueError, match=r"no task with turns of text as predictions \(tasks: er\)"):
         load_eval_results(folder)
     assert prediction_text({"prediction": {"response": "Hi."}}, "x") == "Hi."
+    with pytest.raises(ValueError, match="x: the prediction of task 'rsg' is not a turn of text"):
+        prediction_text({"task": "rsg", "prediction": ["a"]}, "x")
 
 
 def test_config_validation():

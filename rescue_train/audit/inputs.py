@@ -3,8 +3,8 @@
 * an eval results folder (``results.json``, or a folder of variant folders holding one each) of a generation
   task whose predictions are turns of text (the next-turn task ``rsg``): each generated turn, in the real
   dialogue before it. The context comes from the benchmark the run recorded (its data fingerprint must match).
-  Predictions that are not text (ER's emotion object, VP's viewpoint list) are refused with a clear error;
-  predictions that did not parse are counted in the report, not audited;
+  Tasks whose predictions are not text (the closed-set tasks, ER's emotion object, VP's viewpoint list) are
+  left out (a run of those alone is refused); predictions that did not parse are listed, not audited;
 * a jsonl of dialogues, one per line: ``{"messages": [{"role": "user"|"assistant"|"system", "content": ...}],
   "id": optional, "system": optional label of the supporter}`` (RELATE's single-user setting; system messages
   are not shown to the judge);
@@ -112,17 +112,19 @@ def load_dialogues(path: Path, label: str | None = None) -> tuple[list[Turn], di
     return turns, {"kind": "dialogues", "path": str(path), "system": system_default}
 
 
+def _is_text(value: Any) -> bool:
+    """A turn of text: a string, or an object holding exactly one string (e.g. {"response": ...})."""
+    return isinstance(value, str) or (isinstance(value, dict) and len(value) == 1
+                                      and isinstance(next(iter(value.values())), str))
+
+
 def prediction_text(record: dict[str, Any], origin: str) -> str:
-    """The generated turn of a prediction record: a string, or an object holding exactly one string."""
+    """The generated turn of a prediction record."""
     value = record.get("prediction")
-    if isinstance(value, dict):
-        texts = [v for v in value.values() if isinstance(v, str)]
-        if len(texts) == 1 and len(value) == 1:
-            value = texts[0]
-    if not isinstance(value, str):
+    if not _is_text(value):
         raise ValueError(f"{origin}: the prediction of task {record.get('task')!r} is not a turn of text "
                          f"({type(value).__name__}); audit the results of a next-turn task such as rsg")
-    return value
+    return value if isinstance(value, str) else next(iter(value.values()))
 
 
 def _results_files(path: Path) -> list[Path]:
@@ -153,8 +155,18 @@ def load_eval_results(path: Path, context: int = -1) -> tuple[list[Turn], list[d
                              f"now {bench.fingerprint}); the dialogue context cannot be rebuilt")
         samples = {s.sample_id: s for s in bench.samples}
         system = str(results.get("label") or file.parent.name)
+        while any(source["system"] == system for source in sources):  # two runs of one model: keep them apart
+            system += f" ({file.parent.name})"
+        audited = {r.get("task") for r in results["records"] if r.get("parse_status", "ok") == "ok"
+                   and _is_text(r.get("prediction"))}
+        tasks = sorted({str(r.get("task")) for r in results["records"]})
+        if not audited:
+            raise ValueError(f"{file}: no task with turns of text as predictions (tasks: {', '.join(tasks)}); "
+                             "audit the results of a next-turn task such as rsg")
         count = 0
         for record in results["records"]:
+            if record.get("task") not in audited:
+                continue
             origin = f"{file}: record {record.get('id')!r}"
             if record.get("parse_status", "ok") != "ok":
                 skipped.append({"system": system, "id": record.get("id"), "reason": "the prediction did not parse"})
@@ -170,9 +182,9 @@ def load_eval_results(path: Path, context: int = -1) -> tuple[list[Turn], list[d
             turns.append(Turn(system, sample.sample_id, therapist_turn_ids(sample)[row_index], "multi",
                               _prior(sample, row_index, context), text, origin, row_index))
             count += 1
-        sources.append({"kind": "eval", "path": str(file), "system": system, "task": sorted(
-            {r.get("task") for r in results["records"]}), "data": data, "data_fingerprint": bench.fingerprint,
-            "turns": count})
+        sources.append({"kind": "eval", "path": str(file), "system": system, "tasks": sorted(audited),
+                        "ignored_tasks": [t for t in tasks if t not in audited], "data": data,
+                        "data_fingerprint": bench.fingerprint, "turns": count})
     return turns, sources, skipped
 
 
