@@ -57,44 +57,34 @@ RUNTIME_KEYS = ("concurrency", "max_retries", "batch_size", "gpu_memory_utilizat
 
 
 def load_config(argv: list[str]) -> AuditConfig:
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
+    """Defaults, then ``config=FILE.yaml`` if given, then the ``key=value`` overrides; validated."""
+    from ..evaluation.config import merge_overrides
 
-    files = [a.split("=", 1)[1] for a in argv if a.startswith("config=")]
-    try:
-        merged = OmegaConf.structured(AuditConfig)
-        for path in files:
-            merged = OmegaConf.merge(merged, OmegaConf.load(path))
-        merged = OmegaConf.merge(merged, OmegaConf.from_dotlist([a for a in argv if not a.startswith("config=")]))
-        cfg: AuditConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
-    except (OmegaConfBaseException, OSError) as exc:
-        raise ValueError(f"bad audit config: {exc}".split("\n    full_key")[0]) from None
+    cfg: AuditConfig = merge_overrides(AuditConfig, argv, "audit")
     validate(cfg)
     return cfg
 
 
 def chosen_criteria(cfg: AuditConfig) -> tuple[str, ...]:
-    value = cfg.criteria
-    if isinstance(value, str) and value in CRITERIA_SETS:
-        return (*IF_KEYS, OS_KEY) + (EXPLORATORY_KEYS if value == "auto" else ())
-    keys = [v.strip() for v in value.split(",")] if isinstance(value, str) else [str(v) for v in value]
+    from ..evaluation.config import as_list
+
+    if isinstance(cfg.criteria, str) and cfg.criteria in CRITERIA_SETS:
+        return (*IF_KEYS, OS_KEY) + (EXPLORATORY_KEYS if cfg.criteria == "auto" else ())
+    keys = as_list(cfg.criteria)
     return tuple(k for k in CRITERIA if k in keys)
 
 
 def validate(cfg: AuditConfig) -> None:
-    def choose(key: str, value: Any, allowed) -> None:
-        if value not in allowed:
-            raise ValueError(f"{key} must be one of {', '.join(map(str, allowed))}, got {value!r}")
+    from ..evaluation.config import as_list
 
-    choose("backend", cfg.backend, BACKENDS)
-    choose("splitter", cfg.splitter, SPLITTERS)
-    choose("reference_rows", cfg.reference_rows, ("all", "matched"))
+    for key, allowed in (("backend", BACKENDS), ("splitter", SPLITTERS), ("reference_rows", ("all", "matched"))):
+        if getattr(cfg, key) not in allowed:
+            raise ValueError(f"{key} must be one of {', '.join(allowed)}, got {getattr(cfg, key)!r}")
     if not cfg.model and not cfg.dry_run:
         raise ValueError("model= names the judge (a local path, a hub name, 'tiny', or the served model's name)")
     if not (isinstance(cfg.criteria, str) and cfg.criteria in CRITERIA_SETS):
-        listed = [v.strip() for v in cfg.criteria.split(",")] if isinstance(cfg.criteria, str) else cfg.criteria
-        unknown = [k for k in listed if k not in CRITERIA]
-        if unknown or not listed:
+        listed = as_list(cfg.criteria)
+        if not listed or any(k not in CRITERIA for k in listed):
             raise ValueError(f"criteria must be auto, relate, or a list of {', '.join(CRITERIA)}; got {cfg.criteria!r}")
     if cfg.limit is not None and cfg.limit < 1:
         raise ValueError(f"limit must be a positive count of turns, got {cfg.limit}")

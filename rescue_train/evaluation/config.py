@@ -103,24 +103,29 @@ def _shortcuts(argv: list[str]) -> list[str]:
 
 def load_config(argv: list[str]) -> EvalConfig:
     """Defaults, then ``config=FILE.yaml`` if given, then the ``key=value`` overrides; validated."""
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
     bad = [a for a in argv if "=" not in a]
     if bad:
         raise ValueError(f"expected key=value arguments, got {bad[0]!r} (e.g. model=tiny tasks=[itp,rpp])")
-    argv = _shortcuts(argv)
+    cfg: EvalConfig = merge_overrides(EvalConfig, _shortcuts(argv), "eval")
+    validate(cfg)
+    return cfg
+
+
+def merge_overrides(schema: type, argv: list[str], command: str) -> Any:
+    """The dataclass ``schema``'s defaults, then ``config=FILE.yaml`` if given, then the ``key=value``
+    overrides, as an instance; a bad key or value is a ValueError naming it."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
     files = [a.split("=", 1)[1] for a in argv if a.startswith("config=")]
     try:
-        merged = OmegaConf.structured(EvalConfig)
+        merged = OmegaConf.structured(schema)
         for path in files:
             merged = OmegaConf.merge(merged, OmegaConf.load(path))
         merged = OmegaConf.merge(merged, OmegaConf.from_dotlist([a for a in argv if not a.startswith("config=")]))
-        cfg: EvalConfig = OmegaConf.to_object(merged)  # type: ignore[assignment]
+        return OmegaConf.to_object(merged)
     except (OmegaConfBaseException, OSError) as exc:
-        raise ValueError(f"bad eval config: {exc}".split("\n    full_key")[0]) from None
-    validate(cfg)
-    return cfg
+        raise ValueError(f"bad {command} config: {exc}".split("\n    full_key")[0]) from None
 
 
 def as_list(value: Any) -> list[str]:
