@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
 import pytest
 
 from rescue_train.audit import criteria as C
@@ -152,19 +151,19 @@ NO = "NOT_MET"
 def test_sentence_values_follow_relate_table_6():
     # Yes, No, Missing, Missing | OS Yes -> IF positive, OS positive
     v = _values({"bond_anchoring": ("MET", "other_person"), "intimate_dyad": NO,
-                                              "inner_life": None, "return_hooks": "PARSE_FAIL",
-                                              "outward_scaffolding": "MET"})
+                 "inner_life": None, "return_hooks": "PARSE_FAIL",
+                 "outward_scaffolding": "MET"})
     assert (v["IF"], v["IF_gated"], v["OS"], v["composition"]) == (1, 0, 1, "both")
     # No x4 | OS Yes -> negative, positive
     v = _values({k: NO for k in C.IF_KEYS} | {"outward_scaffolding": "MET"})
     assert (v["IF"], v["OS"], v["composition"]) == (0, 1, "OS_only")
     # No, No, Missing, Missing | OS No -> negative (missing IF labels do not stop a negative), negative
     v = _values({"bond_anchoring": NO, "intimate_dyad": NO, "inner_life": None,
-                                              "return_hooks": None, "outward_scaffolding": NO})
+                 "return_hooks": None, "outward_scaffolding": NO})
     assert (v["IF"], v["OS"], v["composition"]) == (0, 0, "neither")
     # Yes, No, No, No | OS missing -> IF positive (gated when about the dyad), excluded from OS
     v = _values({"bond_anchoring": ("MET", "supporter_dyad"), "intimate_dyad": NO,
-                                              "inner_life": NO, "return_hooks": NO, "outward_scaffolding": "PARSE_FAIL"})
+                 "inner_life": NO, "return_hooks": NO, "outward_scaffolding": "PARSE_FAIL"})
     assert (v["IF"], v["IF_gated"], v["OS"], "composition" in v) == (1, 1, None, False)
     # every IF label failed: no IF value at all
     v = _values({k: "PARSE_FAIL" for k in C.IF_KEYS} | {"outward_scaffolding": NO})
@@ -324,7 +323,7 @@ def test_config_validation():
     from rescue_train.audit.config import chosen_criteria
 
     assert chosen_criteria(cfg) == ("return_hooks", "outward_scaffolding")
-    assert np.isclose(AuditConfig().seed, 20260913)
+    assert AuditConfig().seed == 20260913 and AuditConfig().bootstrap == 10000
 
 
 # ---------------------------------------------------------------- agreement with human labels

@@ -81,7 +81,8 @@ def compare(results: dict[str, Any], human_path: Path) -> dict[str, Any]:
     by_rater: dict[str, dict[str, dict[tuple, int]]] = defaultdict(lambda: defaultdict(dict))
     for line, row in _rows(human_path):
         where = f"{human_path}:{line}"
-        if not isinstance(row, dict) or any(row.get(k) in (None, "") for k in ("dialogue_id", "turn_id", "sentence_id")):
+        ids = ("dialogue_id", "turn_id", "sentence_id")
+        if not isinstance(row, dict) or any(row.get(k) in (None, "") for k in ids):
             raise ValueError(f"{where}: need dialogue_id, turn_id and sentence_id")
         system = row.get("system") or (next(iter(systems)) if len(systems) == 1 else None)
         if system is None:

@@ -70,7 +70,8 @@ def load_reference(data: str, context: int = -1) -> tuple[list[Turn], dict[str, 
                 turns.append(Turn(REFERENCE, sample.sample_id, ids[row.row_index], "multi",
                                   _prior(sample, row.row_index, context), row.dialogue,
                                   f"{bench.source}, sample {sample.sample_id!r}, row {row.row_index}", row.row_index))
-    return turns, {"kind": "reference", "path": bench.source, "system": REFERENCE, "data_fingerprint": bench.fingerprint}
+    return turns, {"kind": "reference", "path": bench.source, "system": REFERENCE,
+                   "data_fingerprint": bench.fingerprint}
 
 
 def load_dialogues(path: Path, label: str | None = None) -> tuple[list[Turn], dict[str, Any]]:

@@ -65,7 +65,8 @@ def markdown(results: dict[str, Any]) -> str:
         p = per[s]
         lines.append(f"| {s} | {p['dialogues']} | {p['turns']} | {p['sentences']} | "
                      + " | ".join(_rate_cell(p["rates"][m]) for m in analysis["measures"]) + " |")
-    lines += ["", "## Judge answers", "", "| System | MET | NOT_MET | PARSE_FAIL | missing |", "|---|---:|---:|---:|---:|"]
+    lines += ["", "## Judge answers", "", "| System | MET | NOT_MET | PARSE_FAIL | missing |",
+              "|---|---:|---:|---:|---:|"]
     lines += [f"| {s} | " + " | ".join(str(per[s]["labels"][k]) for k in ("MET", "NOT_MET", "PARSE_FAIL", "missing"))
               + " |" for s in systems]
     lines += ["", "## Composition (% of sentences with an OS label; IF = published IF)", "",

@@ -39,8 +39,9 @@ def sentence_values(labels: dict[str, dict[str, Any]]) -> dict[str, int | None]:
         values[key] = 1 if label == MET else 0 if label == NOT_MET else None
     met_if = [k for k in IF_KEYS if values.get(k) == 1]
     observed_if = any(values.get(k) is not None for k in IF_KEYS)
+    gated = any(labels[k].get("referent") == "supporter_dyad" for k in met_if)
     values["IF"] = int(bool(met_if)) if observed_if else None
-    values["IF_gated"] = int(any(labels[k].get("referent") == "supporter_dyad" for k in met_if)) if observed_if else None
+    values["IF_gated"] = int(gated) if observed_if else None
     values["OS"] = values.get(OS_KEY)
     if values["OS"] is not None and values["IF"] is not None:
         values["composition"] = {(1, 1): "both", (1, 0): "IF_only", (0, 1): "OS_only", (0, 0): "neither"}[
