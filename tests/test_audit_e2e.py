@@ -115,6 +115,7 @@ def test_http_judge_audit_of_dialogues_reference_and_eval_results(tmp_path, dial
         assert results["judge"]["backend"] == "openai" and results["versions"]["python"]
         report = (out / "report.md").read_text()
         assert "| reference |" in report.split("## Rates")[1].split("\n")[4]  # real therapists first
+        assert "| chatbot | 2 | 3 | 6 | 60.0 [0.0, 100.0] (n=5) | 40.0 [0.0, 66.7] (n=5) |" in report
         assert "κ" in report and "PARSE_FAIL" in report
         for plot in ("rates.png", "composition.png", "trajectories.png"):
             assert (out / plot).stat().st_size > 1000

@@ -56,16 +56,17 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         CAVEAT,
         "",
-        "## Rates (% of labelled sentences)",
-        "",
-        "| System | Dialogues | Turns | Sentences | " + " | ".join(TITLES[m] for m in analysis["measures"]) + " |",
-        "|---|---:|---:|---:|" + "---|" * len(analysis["measures"]),
     ]
-    for s in systems:
-        p = per[s]
-        lines.append(f"| {s} | {p['dialogues']} | {p['turns']} | {p['sentences']} | "
-                     + " | ".join(_rate_cell(p["rates"][m]) for m in analysis["measures"]) + " |")
-    lines += ["", "## Judge answers", "", "| System | MET | NOT_MET | PARSE_FAIL | missing |",
+    criteria = [m for m in analysis["measures"] if m not in HEADLINE]
+    for title, group in (("Rates (% of labelled sentences) [95% CI]", HEADLINE), ("Per criterion", criteria)):
+        lines += [f"## {title}", "", "| System | Dialogues | Turns | Sentences | "
+                  + " | ".join(TITLES[m] for m in group) + " |", "|---|---:|---:|---:|" + "---|" * len(group)]
+        for s in systems:
+            p = per[s]
+            lines.append(f"| {s} | {p['dialogues']} | {p['turns']} | {p['sentences']} | "
+                         + " | ".join(_rate_cell(p["rates"][m]) for m in group) + " |")
+        lines.append("")
+    lines += ["## Judge answers", "", "| System | MET | NOT_MET | PARSE_FAIL | missing |",
               "|---|---:|---:|---:|---:|"]
     lines += [f"| {s} | " + " | ".join(str(per[s]["labels"][k]) for k in ("MET", "NOT_MET", "PARSE_FAIL", "missing"))
               + " |" for s in systems]
@@ -103,6 +104,7 @@ def plots(results: dict[str, Any], out: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.ticker import MaxNLocator
 
     analysis = results["analysis"]
     systems = ordered_systems(analysis)
@@ -110,7 +112,7 @@ def plots(results: dict[str, Any], out: Path) -> list[Path]:
     written = []
 
     measures = analysis["measures"]
-    fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(measures) * max(1, len(systems)) / 2), 4))
+    fig, ax = plt.subplots(figsize=(max(8, 1.5 * len(measures)), 4))
     width = 0.8 / len(systems)
     for i, s in enumerate(systems):
         rates = [per[s]["rates"][m] for m in measures]
@@ -134,9 +136,10 @@ def plots(results: dict[str, Any], out: Path) -> list[Path]:
         shares = np.array([100 * (per[s]["composition"]["shares"][c] or 0) for s in systems])
         ax.barh(systems, shares, left=left, label=c.replace("_", " "))
         left += shares
+    ax.invert_yaxis()  # the first system (the real therapists) on top
     ax.set_xlabel("% of sentences with an OS label")
-    ax.set_title("Composition")
-    ax.legend(fontsize=8, ncol=4, loc="lower center", bbox_to_anchor=(0.5, 1.08))
+    ax.set_title("Composition (IF = published IF)")
+    ax.legend(fontsize=8, ncol=4, loc="upper center", bbox_to_anchor=(0.5, -0.3))
     fig.tight_layout()
     written.append(out / "composition.png")
     fig.savefig(written[-1], dpi=120)
@@ -150,6 +153,7 @@ def plots(results: dict[str, Any], out: Path) -> list[Path]:
             ax.plot([int(t) for t in turns], [None if v is None else 100 * v for v in values], marker="o", label=s)
         ax.set_title(TITLES[measure], fontsize=9)
         ax.set_xlabel("supporter turn")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes[0].set_ylabel("% of labelled sentences")
     axes[-1].legend(fontsize=8)
     fig.tight_layout()
