@@ -133,6 +133,9 @@ def test_http_judge_audit_of_dialogues_reference_and_eval_results(tmp_path, dial
         # another judge into the same folder is refused
         code, printed, err = _cli(args[:-1] + ["model=other-judge"], capsys)
         assert code == 2 and "holds labels from another judge" in err
+        code, printed, err = _cli(args + ["model=other-judge", "overwrite=true", "plots=false"], capsys)
+        assert code == 0 and len(server.requests) == 58 + 44  # a new judge: every request asked again
+        assert json.loads((out / "run.json").read_text())["judge_hash"] != results["judge_hash"]
 
 
 def test_cli_errors_exit_2_with_a_message(tmp_path, capsys):
@@ -146,6 +149,11 @@ def test_cli_errors_exit_2_with_a_message(tmp_path, capsys):
     assert code == 2 and "bad.jsonl:1: expected an object with a 'messages' list" in err
     code, _, err = _cli(["reference", "model=m", "reference_rows=matched", "--dry-run"], capsys)
     assert code == 2 and "reference_rows=matched needs an eval results INPUT" in err
+    # data= and context= reach the reference turns: the last 2 rows only, from the bundled file by path
+    from rescue_train.data.load import bundled_path
+
+    code, out, err = _cli(["reference", f"data={bundled_path()}", "context=2", "limit=1", "--dry-run"], capsys)
+    assert code == 0 and "reference: 1 turns, 1 sentences, 7 judge requests" in out, err
     code, out, _ = _cli(["--help"], capsys)
     assert code == 0 and "splitter" in out
 
