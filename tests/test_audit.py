@@ -198,6 +198,18 @@ def test_analyse_rates_composition_turns_on_a_hand_computed_case():
     assert (out["sentences"], out["turns"], out["dialogues"]) == (6, 3, 2)
 
 
+def test_turn_change_is_per_dialogue_last_minus_first():
+    from rescue_train.audit.stats import turn_change
+
+    rows = [("a", 1, 0), ("a", 1, 1), ("a", 2, 1), ("a", 3, 1),  # 0.5 -> 1.0: +0.5 (turn 2 is not used)
+            ("b", 2, 1), ("b", 5, 0), ("b", 5, None),  # 1 -> 0: -1
+            ("c", 1, 1)]  # one turn: left out
+    result = turn_change(rows, 1000, 0, "x")
+    assert (result["dialogues"], result["mean"]) == (2, -0.25)
+    assert result["ci"] == [-1.0, 0.5]  # resamples: both a (+0.5), both b (-1), or one each (-0.25)
+    assert turn_change(rows[:4], 1000, 0, "x") == {"dialogues": 1, "mean": 0.5, "ci": None}
+
+
 def test_bootstrap_ci_and_comparisons():
     same = [("a", 1), ("a", 0), ("b", 1), ("b", 0), ("c", 1), ("c", 0)]
     assert rate(same, 1000, 1, "x")["ci"] == [0.5, 0.5]  # every dialogue at 50%: no spread

@@ -101,6 +101,8 @@ def test_http_judge_audit_of_dialogues_reference_and_eval_results(tmp_path, dial
         assert chatbot["rates"]["IF"]["ci"] == [0.0, 1.0]
         assert chatbot["labels"] == {"MET": 5, "NOT_MET": 20, "PARSE_FAIL": 5, "missing": 0}
         assert chatbot["composition"]["counts"] == {"IF_only": 2, "OS_only": 1, "both": 1, "neither": 1}
+        # d1: IF 2/2 at turn 1 and 1/1 at turn 2 -> change 0; d2 has one turn only
+        assert chatbot["turn_change"]["IF"] == {"dialogues": 1, "mean": 0.0, "ci": None}
         model = results["analysis"]["per_system"]["next-turn-model"]
         assert model["rates"]["inter_member_scaffolding"]["met"] == 1 and model["rates"]["IF"]["met"] == 1
         reference = results["analysis"]["per_system"]["reference"]

@@ -82,6 +82,17 @@ def markdown(results: dict[str, Any]) -> str:
         for turn, row in per[s]["per_turn"].items():
             lines.append(f"| {s} | {turn} | {row['sentences']} | "
                          + " | ".join(_percent(row[m]["rate"]) for m in HEADLINE) + " |")
+    lines += ["", "## Change from each dialogue's first to its last audited turn (percentage points, mean over "
+              "dialogues with two or more turns) [95% CI]", "",
+              "| System | " + " | ".join(f"{TITLES[m]} (dialogues)" for m in HEADLINE) + " |",
+              "|---|" + "---|" * len(HEADLINE)]
+    for s in systems:
+        cells = []
+        for m in HEADLINE:
+            c = per[s]["turn_change"][m]
+            ci = f" [{100 * c['ci'][0]:+.1f}, {100 * c['ci'][1]:+.1f}]" if c["ci"] else ""
+            cells.append("–" if c["mean"] is None else f"{100 * c['mean']:+.1f}{ci} ({c['dialogues']})")
+        lines.append(f"| {s} | " + " | ".join(cells) + " |")
     if analysis["comparisons"]:
         lines += ["", "## Comparisons (a − b, percentage points; p Holm-corrected within each measure)", "",
                   "| Measure | a | b | Difference [95% CI] | p | p (Holm) |", "|---|---|---|---|---:|---:|"]

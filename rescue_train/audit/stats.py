@@ -7,7 +7,9 @@ Per sentence (values 1, 0, or None = no usable label):
   sentence with no IF label at all (every one failed to parse, or none was asked) leaves the IF rates;
 * ``IF_gated`` (ours): 1 when an IF criterion is MET with the referent ``supporter_dyad``, else 0;
 * ``OS``: the Outward-Scaffolding label; a sentence without one leaves the OS rate only;
-* composition (sentences with an OS label): IF-only, OS-only, both, neither; ``IF among OS`` = both / OS.
+* composition (sentences with an OS label): IF-only, OS-only, both, neither; ``IF among OS`` = both / OS;
+* per turn: pooled rates per supporter turn; and RELATE's turn-1-to-6 change generalised to each dialogue's
+  first and last labelled turn, averaged over dialogues (each one weight).
 
 A rate pools sentences (one weight each) over the sentences labelled for it. Its CI resamples dialogues with
 replacement and takes the ratio of summed numerators to summed denominators (2.5 and 97.5 percentiles).
@@ -94,6 +96,25 @@ def rate(rows: list[tuple[str, int | None]], resamples: int, seed: int, *names: 
     return result
 
 
+def turn_change(rows: list[tuple[str, int, int | None]], resamples: int, seed: int, *names: str) -> dict[str, Any]:
+    """RELATE's turn-1-to-turn-6 change, generalised: per dialogue, the rate at its last labelled turn minus the
+    rate at its first, averaged over dialogues with at least two labelled turns (each dialogue one weight)."""
+    per_turn: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for dialogue, turn, value in rows:
+        if value is not None:
+            per_turn[dialogue][turn].append(value)
+    changes = []
+    for turns in per_turn.values():
+        if len(turns) >= 2:
+            first, last = turns[min(turns)], turns[max(turns)]
+            changes.append(sum(last) / len(last) - sum(first) / len(first))
+    result = {"dialogues": len(changes), "mean": sum(changes) / len(changes) if changes else None, "ci": None}
+    if len(changes) >= 2:
+        ratios = resampled_ratios(np.array(changes), np.ones(len(changes)), resamples, _rng(seed, *names))
+        result["ci"] = [float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))]
+    return result
+
+
 def compare(rows_a: list[tuple[str, int | None]], rows_b: list[tuple[str, int | None]], resamples: int, seed: int,
             *names: str) -> dict[str, Any]:
     """Difference a - b with its bootstrap CI and p; paired draws when both cover the same dialogues."""
@@ -161,6 +182,8 @@ def analyse(sentences: list[dict[str, Any]], resamples: int, seed: int) -> dict[
                             "shares": {c: composition[c] / labelled if labelled else None for c in COMPOSITION},
                             "IF_among_OS": composition["both"] / os_positive if os_positive else None},
             "per_turn": turns,
+            "turn_change": {m: turn_change([(s["dialogue_id"], s["turn_id"], v.get(m)) for s, v in pairs], resamples,
+                                           seed, system, m, "change") for m in HEADLINE},
         }
     for measure in names:
         family = []
