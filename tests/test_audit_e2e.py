@@ -132,6 +132,7 @@ def test_http_judge_audit_of_dialogues_reference_and_eval_results(tmp_path, dial
         # the cache: the reference turns again, alone, cost nothing more
         code, printed, err = _cli(["reference", *args[3:], "limit=1", "reference_rows=all", "plots=false"], capsys)
         assert code == 0 and len(server.requests) == 58, err
+        assert json.loads((out / "results.json").read_text())["judge"] == results["judge"]
         # another judge into the same folder is refused
         code, printed, err = _cli(args[:-1] + ["model=other-judge"], capsys)
         assert code == 2 and "holds labels from another judge" in err

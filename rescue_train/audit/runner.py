@@ -1,8 +1,8 @@
 """Run an audit: turns -> sentences -> one judge request per (sentence, criterion) -> labels -> results.
 
-The output folder holds ``run.json`` (the judge's identity), ``labels.jsonl`` (one line per answered request,
-keyed by the hash of the exact prompt, appended and fsynced chunk by chunk), ``results.json``, ``report.md``
-and the plots. A killed audit resumes without asking again; a later audit into the same folder (another model,
+The output folder holds ``run.json`` (the judge's identity), ``judge.json`` (the backend's description),
+``labels.jsonl`` (one line per answered request, keyed by the hash of the exact prompt, appended and fsynced
+chunk by chunk), ``results.json``, ``report.md`` and the plots. A killed audit resumes without asking again; a later audit into the same folder (another model,
 the reference turns again) reuses every answer whose prompt it has seen: the cache. A folder whose labels came
 from another judge is refused unless ``overwrite=true``.
 
@@ -112,24 +112,33 @@ def estimate(requests: list[Request], store: LabelStore | None, max_new_tokens: 
             "max_output_tokens": len(unique) * max_new_tokens}
 
 
-def ask(store: LabelStore, requests: list[Request], cfg: AuditConfig, backend=None) -> Any:
-    """Send every request not yet answered, chunk by chunk; returns the backend used (or None)."""
+def ask(store: LabelStore, requests: list[Request], cfg: AuditConfig, backend=None) -> dict[str, Any]:
+    """Send every request not yet answered, chunk by chunk; returns the judge's description, kept in
+    ``judge.json`` beside the labels (a run answered wholly from the cache reads it back). The judge is started
+    only when a request is missing, and closed here when made here."""
+    saved = store.folder / "judge.json"
     todo = list({r.key: r for r in requests if r.key not in store.answers}.values())
     if not todo:
-        return backend
+        return json.loads(saved.read_text()) if saved.exists() else {"backend": cfg.backend, "model": cfg.model}
     from tqdm.auto import tqdm
 
+    owned = backend is None
     backend = backend or make_judge(cfg)
     constraint = {"json": ANSWER_SCHEMA} if cfg.constrained else None
-    with tqdm(total=len(todo), desc="audit: judge", unit="call", disable=not cfg.progress) as bar:
-        for start in range(0, len(todo), cfg.chunk):
-            part = todo[start:start + cfg.chunk]
-            texts = backend.generate([r.prompt for r in part], max_new_tokens=[cfg.max_new_tokens] * len(part),
-                                     constraints=[constraint] * len(part))
-            store.add([{"key": r.key, "criterion": r.criterion, **parse_answer(text), "raw": text}
-                       for r, text in zip(part, texts)])
-            bar.update(len(part))
-    return backend
+    try:
+        write_json_atomic(saved, backend.describe())
+        with tqdm(total=len(todo), desc="audit: judge", unit="call", disable=not cfg.progress) as bar:
+            for start in range(0, len(todo), cfg.chunk):
+                part = todo[start:start + cfg.chunk]
+                texts = backend.generate([r.prompt for r in part], max_new_tokens=[cfg.max_new_tokens] * len(part),
+                                         constraints=[constraint] * len(part))
+                store.add([{"key": r.key, "criterion": r.criterion, **parse_answer(text), "raw": text}
+                           for r, text in zip(part, texts)])
+                bar.update(len(part))
+        return backend.describe()
+    finally:
+        if owned:
+            backend.close()
 
 
 def attach_labels(sentences: list[dict[str, Any]], requests: list[Request], store: LabelStore) -> None:
@@ -162,14 +171,8 @@ def run(inputs: list[str], cfg: AuditConfig, *, backend=None) -> dict[str, Any]:
         return {"dry_run": True, "systems": per_system, "sentences": sentences, "skipped": loaded.skipped,
                 **estimate(requests, store, cfg.max_new_tokens)}
     store.open()
-    used = ask(store, requests, cfg, backend)
-    try:
-        attach_labels(sentences, requests, store)
-        described = used.describe() if used is not None else {"backend": cfg.backend, "model": cfg.model,
-                                                                "note": "every answer came from the cache"}
-    finally:
-        if used is not None and backend is None:
-            used.close()
+    described = ask(store, requests, cfg, backend)
+    attach_labels(sentences, requests, store)
     from .stats import analyse
 
     results = {
