@@ -55,12 +55,11 @@ def therapist_turn_ids(sample: Sample) -> dict[int, int]:
     return ids
 
 
-def _prior(sample: Sample, row_index: int, context: int) -> list[tuple[str, str]]:
-    rows = [(r.speaker, r.dialogue) for r in sample.rows[:row_index - 1]]
-    return rows if context < 0 else rows[len(rows) - context:] if context else []
+def _prior(sample: Sample, row_index: int) -> list[tuple[str, str]]:
+    return [(r.speaker, r.dialogue) for r in sample.rows[:row_index - 1]]
 
 
-def load_reference(data: str, context: int = -1) -> tuple[list[Turn], dict[str, Any]]:
+def load_reference(data: str) -> tuple[list[Turn], dict[str, Any]]:
     bench = load_benchmark(data)
     turns = []
     for sample in bench.samples:
@@ -68,7 +67,7 @@ def load_reference(data: str, context: int = -1) -> tuple[list[Turn], dict[str, 
         for row in sample.rows:
             if row.is_therapist and row.dialogue.strip():
                 turns.append(Turn(REFERENCE, sample.sample_id, ids[row.row_index], "multi",
-                                  _prior(sample, row.row_index, context), row.dialogue,
+                                  _prior(sample, row.row_index), row.dialogue,
                                   f"{bench.source}, sample {sample.sample_id!r}, row {row.row_index}", row.row_index))
     return turns, {"kind": "reference", "path": bench.source, "system": REFERENCE,
                    "data_fingerprint": bench.fingerprint}
@@ -136,7 +135,7 @@ def _results_files(path: Path) -> list[Path]:
     return sorted(path.glob("*/results.json"))
 
 
-def load_eval_results(path: Path, context: int = -1) -> tuple[list[Turn], list[dict[str, Any]], list[dict]]:
+def load_eval_results(path: Path) -> tuple[list[Turn], list[dict[str, Any]], list[dict]]:
     files = _results_files(path)
     if not files:
         raise ValueError(f"{path}: no results.json in it or in its subfolders (run rescue-train eval first)")
@@ -181,7 +180,7 @@ def load_eval_results(path: Path, context: int = -1) -> tuple[list[Turn], list[d
                 raise ValueError(f"{origin}: sample {record.get('sample_id')!r} is not in the data {data!r}")
             row_index = _therapist_row(sample, int(record["row_index"]), origin)
             turns.append(Turn(system, sample.sample_id, therapist_turn_ids(sample)[row_index], "multi",
-                              _prior(sample, row_index, context), text, origin, row_index))
+                              _prior(sample, row_index), text, origin, row_index))
             count += 1
         sources.append({"kind": "eval", "path": str(file), "system": system, "tasks": sorted(audited),
                         "ignored_tasks": [t for t in tasks if t not in audited], "data": data,
@@ -202,7 +201,7 @@ def _therapist_row(sample: Sample, row_index: int, origin: str) -> int:
                      "therapist's; cannot place the generated turn")
 
 
-def load_inputs(inputs: list[str], *, data: str = "bundled", context: int = -1, reference_rows: str = "all",
+def load_inputs(inputs: list[str], *, data: str = "bundled", reference_rows: str = "all",
                 limit: int | None = None) -> Loaded:
     """The turns of every INPUT, at most ``limit`` per INPUT (in dialogue order)."""
     turns: list[Turn] = []
@@ -212,7 +211,7 @@ def load_inputs(inputs: list[str], *, data: str = "bundled", context: int = -1, 
     for entry in inputs:
         if entry == REFERENCE:
             reference = len(sources)
-            got, source = load_reference(data, context)
+            got, source = load_reference(data)
             found, new = got, [source]
         else:
             path = Path(entry)
@@ -223,7 +222,7 @@ def load_inputs(inputs: list[str], *, data: str = "bundled", context: int = -1, 
                 found, source = load_dialogues(path)
                 new = [source]
             else:
-                found, new, more = load_eval_results(path, context)
+                found, new, more = load_eval_results(path)
                 skipped += more
         if limit:
             found = found[:limit]

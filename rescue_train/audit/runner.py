@@ -59,7 +59,7 @@ def plan(turns: list[Turn], cfg: AuditConfig) -> tuple[list[dict[str, Any]], lis
     for turn in ordered(turns):
         criteria = criteria_for(turn.setting, chosen)
         parts = split_sentences(turn.text, cfg.splitter)
-        prior = turn.prior if cfg.context < 0 else turn.prior[len(turn.prior) - cfg.context:] if cfg.context else []
+        prior = turn.prior if cfg.context < 0 else turn.prior[-cfg.context:] if cfg.context else []
         for number, text in enumerate(parts, start=1):
             sentences.append({"system": turn.system, "dialogue_id": turn.dialogue_id, "turn_id": turn.turn_id,
                               "sentence_id": number, "setting": turn.setting, "row_index": turn.row_index,
@@ -155,8 +155,7 @@ def attach_labels(sentences: list[dict[str, Any]], requests: list[Request], stor
 
 def run(inputs: list[str], cfg: AuditConfig, *, backend=None) -> dict[str, Any]:
     """Audit ``inputs``; returns the results document (or, with ``dry_run``, the plan's counts)."""
-    loaded: Loaded = load_inputs(inputs, data=cfg.data, context=cfg.context, reference_rows=cfg.reference_rows,
-                                 limit=cfg.limit)
+    loaded: Loaded = load_inputs(inputs, data=cfg.data, reference_rows=cfg.reference_rows, limit=cfg.limit)
     sentences, requests = plan(loaded.turns, cfg)
     identity = judge_identity(cfg)
     folder = Path(cfg.output)
