@@ -271,6 +271,11 @@ def test_dialogue_file_turns_and_context(tmp_path):
     assert [(t.system, t.dialogue_id, t.turn_id, t.text, t.setting) for t in turns] == [
         ("chats", "x", 1, "a1", "single"), ("chats", "x", 2, "a2", "single")]
     assert turns[1].prior == [("user", "u1"), ("assistant", "a1"), ("user", "u2")]  # no system message
+    path.write_text(json.dumps({"model": "llama", "messages": [{"role": "assistant", "content": ""},
+                                                               {"role": "user", "content": "u"},
+                                                               {"role": "assistant", "content": "a"}]}) + "\n")
+    turns, _ = load_dialogues(path)  # an empty turn is not audited but keeps its number
+    assert [(t.system, t.dialogue_id, t.turn_id) for t in turns] == [("llama", "chats:1", 2)]
 
 
 def _eval_results(tmp_path, records, task="rsg", name="eval"):

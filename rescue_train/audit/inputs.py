@@ -6,8 +6,8 @@
   Tasks whose predictions are not text (the closed-set tasks, ER's emotion object, VP's viewpoint list) are
   left out (a run of those alone is refused); predictions that did not parse are listed, not audited;
 * a jsonl of dialogues, one per line: ``{"messages": [{"role": "user"|"assistant"|"system", "content": ...}],
-  "id": optional, "system": optional label of the supporter}`` (RELATE's single-user setting; system messages
-  are not shown to the judge);
+  "id": optional, "system" (or "model"): optional label of the supporter}`` (RELATE's single-user setting;
+  system messages are not shown to the judge);
 * ``reference``: the benchmark's real therapist turns, each with the rows before it.
 
 Every assistant or therapist turn becomes a :class:`Turn`; ``turn_id`` counts the supporter's turns in the
@@ -89,7 +89,7 @@ def load_dialogues(path: Path, label: str | None = None) -> tuple[list[Turn], di
         if not isinstance(record, dict) or not isinstance(record.get("messages"), list):
             raise ValueError(f"{where}: expected an object with a 'messages' list")
         dialogue_id = str(record.get("id", record.get("dialogue_id", f"{path.stem}:{number}")))
-        system = str(record.get("system") or system_default)
+        system = str(record.get("system") or record.get("model") or system_default)
         if (system, dialogue_id) in seen:
             raise ValueError(f"{where}: dialogue id {dialogue_id!r} repeats line {seen[(system, dialogue_id)]}")
         seen[(system, dialogue_id)] = number
