@@ -38,8 +38,8 @@ from rescue_train.data import load_benchmark
     # ... which strands a lower-case continuation in relate; default keeps it in the sentence
     ('You could say, "I miss you." and see.', ['You could say, "I miss you."', "and see."],
      ['You could say, "I miss you." and see.']),
-    # a closing quote just before end punctuation also ends the sentence there (relate strands the mark)
-    ('Did she say "fine"? Then go.', ['Did she say "fine"', "?", "Then go."], ['Did she say "fine"', "?", "Then go."]),
+    # a closing quote just before end punctuation also ends the sentence there: relate strands the mark
+    ('Did she say "fine"? Then go.', ['Did she say "fine"', "?", "Then go."], ['Did she say "fine"?', "Then go."]),
     # a straight quote after a letter does not open a quotation: the period splits
     ('The 6" board. Ok.', ['The 6" board.', "Ok."], ['The 6" board.', "Ok."]),
     # a curly opening quote always opens one

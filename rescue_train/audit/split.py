@@ -15,12 +15,14 @@
 Its known quirks are kept on purpose: newlines are not boundaries (paragraphs merge), abbreviations split
 (``Dr.`` becomes a sentence), fragments have no minimum length.
 
-``default`` is the same with three fixes:
+``default`` is the same with four fixes:
 
 * end punctuation followed by any whitespace (a newline too) ends a sentence, and a blank line always does;
 * a period ending one of :data:`ABBREVIATIONS` does not end a sentence;
 * a quotation closed on end punctuation ends the sentence only when the next word does not start in lower
-  case (``say, "I miss you." and see`` stays one sentence).
+  case (``say, "I miss you." and see`` stays one sentence);
+* a quotation closed just before end punctuation leaves the end to that punctuation (``say "fine"?`` keeps
+  its question mark).
 """
 
 from __future__ import annotations
@@ -68,7 +70,7 @@ def split_sentences(text: str, mode: str = "default") -> list[str]:
             if ch in CLOSING:
                 in_quote = False
                 after_end = i > 0 and text[i - 1] in END
-                before_end = i + 1 < n and text[i + 1] in END
+                before_end = i + 1 < n and text[i + 1] in END and not fixed  # fixed: the mark after ends it
                 if (after_end or before_end) and not (fixed and next_word_is_lower(i)):
                     cut(i + 1)
             continue
