@@ -60,6 +60,7 @@ def _cli(argv, capsys):
     return code, captured.out, captured.err
 
 
+@pytest.mark.slow
 def test_http_judge_audit_of_dialogues_reference_and_eval_results(tmp_path, dialogue_file, capsys):
     bench = load_benchmark("bundled")
     sample = bench.samples[0]
