@@ -278,12 +278,13 @@ def test_dialogue_file_turns_and_context(tmp_path):
     assert [(t.system, t.dialogue_id, t.turn_id) for t in turns] == [("llama", "chats:1", 2)]
 
 
-def _eval_results(tmp_path, records, task="rsg", name="eval"):
+def _eval_results(tmp_path, records, task="rsg", name="eval", data=None):
     bench = load_benchmark("bundled")
     folder = tmp_path / name
     folder.mkdir(parents=True)
+    data = {"source": "bundled", "split": "none"} if data is None else data
     (folder / "results.json").write_text(json.dumps({
-        "label": "my-model", "config": {"data": "bundled"}, "data": {"fingerprint": bench.fingerprint},
+        "label": "my-model", "config": {"data": data}, "data": {"fingerprint": bench.fingerprint},
         "records": [{"task": task, "parse_status": "ok", **r} for r in records]}))
     return folder
 
@@ -293,7 +294,7 @@ def test_variant_folders_of_one_model_stay_apart(tmp_path):
     row = [r.row_index for r in sample.rows if r.is_therapist][0]
     record = {"id": "a", "sample_id": sample.sample_id, "row_index": row, "prediction": "Go on."}
     _eval_results(tmp_path, [record], name="runs/base")
-    _eval_results(tmp_path, [record], name="runs/lora")
+    _eval_results(tmp_path, [record], name="runs/lora", data="bundled")  # results written before data.source
     turns, sources, _ = load_eval_results(tmp_path / "runs")
     assert [s["system"] for s in sources] == ["my-model", "my-model (lora)"]
     assert [t.system for t in turns] == ["my-model", "my-model (lora)"]
@@ -341,6 +342,85 @@ def test_config_validation():
 
     assert chosen_criteria(cfg) == ("return_hooks", "outward_scaffolding")
     assert AuditConfig().seed == 20260913 and AuditConfig().bootstrap == 10000
+    # typed settings, as for eval: unknown keys refused with a suggestion, values checked against their type
+    with pytest.raises(ValueError, match="unknown key splitr; did you mean splitter?"):
+        load_config(["model=m", "splitr=relate"])
+    with pytest.raises(ValueError, match=r"unknown key data.split \(see rescue-train audit --help\)"):
+        load_config(["model=m", "data.split=kfold"])
+    with pytest.raises(ValueError, match="bootstrap: expected an int, got 'many'"):
+        load_config(["model=m", "bootstrap=many"])
+    with pytest.raises(ValueError, match="token_param must be one of auto, max_completion_tokens, max_tokens"):
+        load_config(["model=m", "token_param=tokens"])
+
+
+def test_recipe_file_then_overrides(tmp_path):
+    recipe = tmp_path / "judge.yaml"
+    recipe.write_text("model: from-file\nbackend: openai\ndata:\n  source: /data/b.jsonl\nlimit: 2\n")
+    cfg = load_config([f"recipe={recipe}", "limit=5", "output_dir=out"])
+    assert (cfg.model, cfg.backend, cfg.data.source, cfg.limit, cfg.output_dir) == (
+        "from-file", "openai", "/data/b.jsonl", 5, "out")
+    assert load_config(["model=m", "data=/data/b.jsonl"]).data.source == "/data/b.jsonl"  # the short form
+    with pytest.raises(ValueError, match="recipe=judge: expected a YAML file of audit keys"):
+        load_config(["recipe=judge"])
+
+
+def test_judge_takes_eval_api_options():
+    from rescue_train.audit.config import answer_budget, make_judge
+
+    cfg = load_config(["model=judge", "backend=openai", "base_url=http://127.0.0.1:9/v1", "token_param=max_tokens",
+                       "timeout=7", "temperature=0", "reasoning_effort=low", "structured=json_object",
+                       "extra_body={top_k: 20}", "max_retries=1"])
+    judge = make_judge(cfg)
+    try:
+        described = judge.describe()
+    finally:
+        judge.close()
+    assert {k: described[k] for k in ("model", "token_param", "timeout", "temperature", "reasoning_effort",
+                                      "structured", "extra_body", "max_retries")} == {
+        "model": "judge", "token_param": "max_tokens", "timeout": 7.0, "temperature": 0.0, "reasoning_effort": "low",
+        "structured": "json_object", "extra_body": {"top_k": 20}, "max_retries": 1}
+    # eval's judge budgets: an API judge reasons unless told otherwise; max_new_tokens wins
+    assert answer_budget(cfg) == 4096
+    assert answer_budget(load_config(["model=j", "backend=openai", "reasoning=false"])) == 256
+    assert answer_budget(load_config(["model=j", "backend=hf"])) == 256
+    assert answer_budget(load_config(["model=j", "backend=openai", "max_new_tokens=900"])) == 900
+
+
+def test_refused_and_truncated_answers_are_counted_parse_failures():
+    from rescue_train.evaluation.backends import Completion
+
+    assert C.label_answer(Completion("", "content_filter", refusal="content filter"))["error"] == \
+        "refused: content filter"
+    assert C.label_answer(Completion('{"label": "MET", "span"', "length"))["error"] == "truncated"
+    assert C.label_answer(Completion("<think>is it MET? let me see"))["error"] == "truncated"
+    assert C.label_answer(Completion('{"label": "MET"}', "length"))["label"] == "MET"  # complete enough to read
+
+
+def test_a_stopping_judge_error_keeps_the_finished_answers(tmp_path):
+    from rescue_train.audit.runner import run
+    from rescue_train.evaluation.backends import BackendError, Completion
+
+    class Stopping:  # answers the first request, then stops as the API backend does on a 4xx
+        def generate(self, prompts, **kwargs):
+            stop = BackendError("server answered HTTP 403: no access", index=1)
+            stop.partial = [Completion('{"label": "MET", "span": "x", "referent": "none", "reason": "r"}'),
+                            *[None] * (len(prompts) - 1)]
+            raise stop
+
+        def describe(self):
+            return {"backend": "stub"}
+
+    chats = tmp_path / "chats.jsonl"
+    chats.write_text(json.dumps({"id": "d", "messages": [{"role": "user", "content": "Hi."},
+                                                         {"role": "assistant", "content": "Tell me more."}]}) + "\n")
+    cfg = load_config(["model=m", f"output_dir={tmp_path / 'audit'}", "criteria=[bond_anchoring,return_hooks]",
+                       "progress=false"])
+    with pytest.raises(BackendError) as stopped:
+        run([str(chats)], cfg, backend=Stopping())
+    assert str(stopped.value).startswith("judging chats dialogue 'd' turn 1 sentence 1, criterion return_hooks: "
+                                         "server answered HTTP 403: no access")
+    lines = [json.loads(line) for line in (tmp_path / "audit" / "labels.jsonl").read_text().splitlines()]
+    assert [(line["criterion"], line["label"]) for line in lines] == [("bond_anchoring", "MET")]
 
 
 # ---------------------------------------------------------------- agreement with human labels

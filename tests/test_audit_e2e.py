@@ -11,6 +11,7 @@ import pytest
 from evaluation_helpers import FakeOpenAIServer
 
 from rescue_train.audit.config import load_config
+from rescue_train.audit.criteria import ANSWER_SCHEMA
 from rescue_train.audit.runner import run
 from rescue_train.cli import main
 from rescue_train.data import load_benchmark
@@ -68,13 +69,13 @@ def test_http_judge_audit_of_dialogues_reference_and_eval_results(tmp_path, dial
     eval_dir = tmp_path / "eval_rsg"
     eval_dir.mkdir()
     (eval_dir / "results.json").write_text(json.dumps({
-        "label": "next-turn-model", "config": {"data": "bundled"}, "data": {"fingerprint": bench.fingerprint},
+        "label": "next-turn-model", "config": {"data": {"source": "bundled", "split": "none"}}, "data": {"fingerprint": bench.fingerprint},
         "records": [{"id": "r1", "task": "rsg", "sample_id": sample.sample_id, "row_index": row, "parse_status": "ok",
                      "prediction": "Can you tell him directly what you need?", "gold": sample.row(row).dialogue}]}))
     out = tmp_path / "audit"
     with FakeOpenAIServer(answer=rule_judge) as server:
         args = [str(dialogue_file), "reference", str(eval_dir), "backend=openai", "model=judge",
-                f"base_url={server.url}", f"output={out}", "limit=3", "reference_rows=matched", "bootstrap=1000",
+                f"base_url={server.url}", f"output_dir={out}", "limit=3", "reference_rows=matched", "bootstrap=1000",
                 "concurrency=1", "progress=false"]
         code, printed, err = _cli(args + ["--dry-run"], capsys)
         assert code == 0, err
@@ -87,8 +88,12 @@ def test_http_judge_audit_of_dialogues_reference_and_eval_results(tmp_path, dial
 
         code, printed, err = _cli(args, capsys)
         assert code == 0, err
-        assert len(server.requests) == 44 and server.requests[0]["temperature"] == 0
-        assert server.requests[0]["response_format"] == {"type": "json_object"}
+        first = server.requests[0]
+        # today's API rules, as for eval's judge: no temperature unless set, the answer schema (strict), and the
+        # reasoning budget of an API judge
+        assert len(server.requests) == 44 and "temperature" not in first and first["max_completion_tokens"] == 4096
+        assert first["response_format"] == {"type": "json_schema", "json_schema": {
+            "name": "answer", "schema": ANSWER_SCHEMA, "strict": True}}
         # the requests of one turn go together and in sentence order (prefix-cache order)
         targets = [re.search(r"Target sentence: (.*)", r["messages"][1]["content"]).group(1) for r in server.requests]
         assert targets[:10] == ["I am here for you."] * 5 + ["Have you told your sister?"] * 5
@@ -153,19 +158,55 @@ def test_cli_errors_exit_2_with_a_message(tmp_path, capsys):
     assert code == 2 and "bad.jsonl:1: expected an object with a 'messages' list" in err
     code, _, err = _cli(["reference", "model=m", "reference_rows=matched", "--dry-run"], capsys)
     assert code == 2 and "reference_rows=matched needs an eval results INPUT" in err
-    # data= and context= reach the reference turns: the last 2 rows only, from the bundled file by path
+    # data.source= and context= reach the reference turns: the last 2 rows only, from the bundled file by path
     from rescue_train.data.load import bundled_path
 
-    code, out, err = _cli(["reference", f"data={bundled_path()}", "context=2", "limit=1", "--dry-run"], capsys)
+    code, out, err = _cli(["reference", f"data.source={bundled_path()}", "context=2", "limit=1", "--dry-run"], capsys)
     assert code == 0 and "reference: 1 turns, 1 sentences, 7 judge requests" in out, err
     code, out, _ = _cli(["--help"], capsys)
     assert code == 0 and "splitter" in out
+    assert re.search(r"\n  data\.source +str += 'bundled' +the benchmark of INPUT=reference", out)
+    assert re.search(r"\n  token_param +str += 'auto' +auto \| max_completion_tokens", out)
+    code, out, err = _cli(["reference", "model=m", "limt=3", "--dry-run"], capsys)
+    assert code == 2 and "unknown key limt; did you mean limit?" in err
+    code, out, err = _cli(["model=m", "data.source=x.jsonl", "--cfg"], capsys)
+    assert code == 0 and "data:\n  source: x.jsonl\n" in out and "output_dir: runs/audit\n" in out, err
+
+
+def test_api_judge_stops_resumes_and_counts_refusals(tmp_path, capsys):
+    chats = tmp_path / "chatbot.jsonl"
+    chats.write_text(json.dumps({"id": "d1", "messages": [
+        {"role": "user", "content": "Hi."}, {"role": "assistant", "content": "I am here for you. REJECT this."}]}))
+    out = tmp_path / "audit"
+    with FakeOpenAIServer(fail_first=1, answer=rule_judge) as server:
+        args = [str(chats), "backend=openai", "model=judge", f"base_url={server.url}", f"output_dir={out}",
+                "criteria=[bond_anchoring]", "concurrency=1", "max_retries=0", "bootstrap=100", "plots=false",
+                "progress=false", "token_param=max_tokens", "temperature=0", "reasoning=false",
+                "structured=json_object"]
+        # a server error with no retries left stops the audit, naming the request, as it stops eval
+        code, _, err = _cli(args, capsys)
+        assert code == 2 and len(server.requests) == 1
+        assert "judging chatbot dialogue 'd1' turn 1 sentence 1, criterion bond_anchoring: " in err
+        assert "answered HTTP 500: try again" in err and "rerun the same command to resume" in err
+        code, _, err = _cli(args, capsys)
+        assert code == 0, err
+        assert len(server.requests) == 3
+        body = server.requests[1]
+        assert (body["max_tokens"], body["temperature"], body["response_format"]) == (256, 0, {"type": "json_object"})
+    results = json.loads((out / "results.json").read_text())
+    labels = {s["text"]: s["labels"]["bond_anchoring"] for s in results["sentences"]}
+    assert labels["I am here for you."]["label"] == "MET"
+    # the server's content-filter refusal (HTTP 400) is a counted failure with its reason, not a stop
+    assert labels["REJECT this."] == {"label": "PARSE_FAIL", "span": None, "referent": None, "reason": None,
+                                      "error": "refused: content filter"}
+    assert results["judge"]["token_param"] == "max_tokens"
+    assert results["config"]["data"] == {"source": "bundled"}
 
 
 @pytest.mark.slow
 def test_tiny_model_hf_judge_audits_dialogues_and_reference(tmp_path, dialogue_file):
     out = tmp_path / "audit"
-    cfg = load_config(["model=tiny", "backend=hf", f"output={out}", "limit=1", "max_new_tokens=8",
+    cfg = load_config(["model=tiny", "backend=hf", f"output_dir={out}", "limit=1", "max_new_tokens=8",
                        "bootstrap=200", "progress=false", "splitter=relate"])
     results = run([str(dialogue_file), "reference"], cfg)
     per = results["analysis"]["per_system"]
@@ -182,7 +223,7 @@ def test_tiny_model_hf_judge_audits_dialogues_and_reference(tmp_path, dialogue_f
 def test_vllm_judge_with_structured_outputs(tmp_path, dialogue_file):
     pytest.importorskip("vllm")
     out = tmp_path / "audit"
-    cfg = load_config(["model=tiny", "backend=vllm", "dtype=float32", "max_model_len=8192", f"output={out}",
+    cfg = load_config(["model=tiny", "backend=vllm", "dtype=float32", "max_model_len=8192", f"output_dir={out}",
                        "limit=1", "max_new_tokens=64", "bootstrap=200", "progress=false", "criteria=relate"])
     results = run([str(dialogue_file), "reference"], cfg)
     per = results["analysis"]["per_system"]

@@ -1,22 +1,24 @@
 """``rescue-train audit INPUT... key=value ... [--dry-run]``: the relational-orientation audit (RELATE).
 
+usage: rescue-train audit INPUT... [recipe=FILE.yaml] [key=value ...] [--dry-run] [--cfg]
+
 INPUT is an eval results folder of a next-turn generation task, a .jsonl of dialogues (``messages`` with user
-and assistant roles), or ``reference`` (the benchmark's real therapist turns; ``data=`` picks the benchmark).
-Several INPUTs are audited together and compared.
+and assistant roles), or ``reference`` (the benchmark's real therapist turns; ``data.source=`` picks the
+benchmark). Several INPUTs are audited together and compared.
 
 Examples::
 
     rescue-train audit dialogues.jsonl model=Qwen/Qwen2.5-7B-Instruct backend=vllm --dry-run
     rescue-train audit reference runs/eval/rsg model=my-judge backend=openai base_url=http://127.0.0.1:8000/v1
-    rescue-train audit reference model=tiny limit=3 splitter=relate criteria=relate output=runs/audit/smoke
+    rescue-train audit reference model=tiny limit=3 splitter=relate criteria=relate output_dir=runs/audit/smoke
 
+--dry-run counts and estimates without sending anything; --cfg prints the resolved config and exits.
 See docs/audit.md for every key, the instrument and its caveats.
 """
 
 from __future__ import annotations
 
 import sys
-from dataclasses import fields
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -56,23 +58,29 @@ def summary(results: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from ..evaluation.backends import BackendError
+    from ..settings import describe, plain_warnings, to_yaml
     from .config import AuditConfig, load_config
 
+    plain_warnings()
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or any(a in ("-h", "--help", "help") for a in argv):
         print(USAGE)
-        print("keys: " + ", ".join(f.name for f in fields(AuditConfig)))
+        print("keys (key  type = default  meaning):\n" + "\n".join(describe(AuditConfig)))
         return 0
-    dry_run = "--dry-run" in argv
-    inputs = [a for a in argv if "=" not in a and a != "--dry-run"]
-    overrides = [a for a in argv if "=" in a] + (["dry_run=true"] if dry_run else [])
+    flags = ("--dry-run", "--cfg")
+    inputs = [a for a in argv if "=" not in a and a not in flags]
+    overrides = [a for a in argv if "=" in a] + (["dry_run=true"] if "--dry-run" in argv else [])
     try:
         unknown_flags = [a for a in inputs if a.startswith("--")]
         if unknown_flags:
-            raise ValueError(f"unknown option {unknown_flags[0]} (options are key=value, plus --dry-run)")
+            raise ValueError(f"unknown option {unknown_flags[0]} (options are key=value, --dry-run and --cfg)")
+        cfg = load_config(overrides)
+        if "--cfg" in argv:
+            print(to_yaml(cfg))
+            return 0
         if not inputs:
             raise ValueError("name at least one INPUT: an eval results folder, a .jsonl of dialogues, or reference")
-        cfg = load_config(overrides)
         from .runner import run
 
         results = run(inputs, cfg)
@@ -81,10 +89,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         from .report import write_report
 
-        written = write_report(results, Path(cfg.output), cfg.plots)
+        written = write_report(results, Path(cfg.output_dir), cfg.plots)
         print(summary(results))
-        print(f"  -> {cfg.output}/results.json, " + ", ".join(str(p) for p in written))
+        print(f"  -> {cfg.output_dir}/results.json, " + ", ".join(str(p) for p in written))
         return 0
-    except (DataError, ValueError, OSError) as exc:
+    except (DataError, ValueError, OSError, BackendError) as exc:
         print(f"rescue-train audit: error: {exc}", file=sys.stderr)
         return 2

@@ -17,7 +17,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from ..evaluation.backends import Messages
+from ..evaluation.backends import Completion, Messages
+from ..tasks.base import answer_text, unfinished_reasoning
 
 MET, NOT_MET, PARSE_FAIL = "MET", "NOT_MET", "PARSE_FAIL"
 REFERENTS = ("supporter_dyad", "other_person", "self", "none")
@@ -160,18 +161,12 @@ ANSWER_SCHEMA = {
     "additionalProperties": False,
 }
 
-_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
-_FENCE = re.compile(r"```(?:json)?", re.IGNORECASE)
-
-
 def parse_answer(text: str | None) -> dict[str, Any]:
     """``label`` (MET, NOT_MET or PARSE_FAIL), ``span``, ``referent`` (None when absent or unknown),
-    ``reason`` and, on failure, ``error``. Reasoning blocks and code fences are removed first, then the text
-    from the first ``{`` to the last ``}`` must be a JSON object whose label is MET or NOT_MET."""
-    body = _THINK.sub("", text or "")
-    if "</think>" in body:  # an answer whose opening tag was in the prompt (some reasoning templates)
-        body = body.split("</think>")[-1]
-    body = _FENCE.sub("", body)
+    ``reason`` and, on failure, ``error``. Reasoning and code fences are removed first (as for every parser:
+    rescue_train.tasks.base.answer_text), then the text from the first ``{`` to the last ``}`` must be a JSON
+    object whose label is MET or NOT_MET."""
+    body = answer_text(text or "")
     first, last = body.find("{"), body.rfind("}")
     failed = {"label": PARSE_FAIL, "span": None, "referent": None, "reason": None}
     if first < 0 or last < first:
@@ -191,3 +186,15 @@ def parse_answer(text: str | None) -> dict[str, Any]:
     return {"label": label, "span": None if span is None else str(span),
             "referent": referent if referent in REFERENTS else None,
             "reason": None if payload.get("reason") is None else str(payload.get("reason"))}
+
+
+def label_answer(answer: Completion) -> dict[str, Any]:
+    """The label of one judge answer, as :func:`parse_answer`; a refused or cut-short answer is a PARSE_FAIL
+    that says so (as eval's judge verdicts)."""
+    if answer.refusal:
+        return {"label": PARSE_FAIL, "span": None, "referent": None, "reason": None,
+                "error": f"refused: {answer.refusal}"}
+    parsed = parse_answer(answer.text)
+    if parsed["label"] == PARSE_FAIL and (answer.finish_reason == "length" or unfinished_reasoning(answer.text)):
+        parsed["error"] = "truncated"
+    return parsed

@@ -145,7 +145,8 @@ def load_eval_results(path: Path) -> tuple[list[Turn], list[dict[str, Any]], lis
         results = json.loads(file.read_text(encoding="utf-8"))
         if "records" not in results or "config" not in results:
             raise ValueError(f"{file}: not an evaluation results file (no records/config)")
-        data = results["config"].get("data", "bundled")
+        data = results["config"].get("data") or {}
+        data = data.get("source", "bundled") if isinstance(data, dict) else data  # a plain path before data.*
         if data not in benches:
             benches[data] = load_benchmark(data)
         bench = benches[data]

@@ -15,14 +15,15 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from ..evaluation.runner import append_jsonl, read_jsonl
 from ..provenance import config_hash, git_commit, versions, write_json_atomic
-from .config import AuditConfig, chosen_criteria, judge_identity, make_judge
-from .criteria import ANSWER_SCHEMA, EXPLORATORY_KEYS, PARSE_FAIL, messages, parse_answer, prompt_key
+from ..evaluation.backends import BackendError, Completion, as_completion
+from .config import AuditConfig, answer_budget, chosen_criteria, judge_identity, make_judge
+from .criteria import ANSWER_SCHEMA, EXPLORATORY_KEYS, PARSE_FAIL, label_answer, messages, prompt_key
 from .inputs import Loaded, Turn, load_inputs
 from .split import split_sentences
 
@@ -112,10 +113,12 @@ def estimate(requests: list[Request], store: LabelStore | None, max_new_tokens: 
             "max_output_tokens": len(unique) * max_new_tokens}
 
 
-def ask(store: LabelStore, requests: list[Request], cfg: AuditConfig, backend=None) -> dict[str, Any]:
+def ask(store: LabelStore, requests: list[Request], sentences: list[dict[str, Any]], cfg: AuditConfig,
+        backend=None) -> dict[str, Any]:
     """Send every request not yet answered, chunk by chunk; returns the judge's description, kept in
     ``judge.json`` beside the labels (a run answered wholly from the cache reads it back). The judge is started
-    only when a request is missing, and closed here when made here."""
+    only when a request is missing, and closed here when made here. A stopping backend error (BackendError)
+    keeps the answers that finished and names the request that failed."""
     saved = store.folder / "judge.json"
     todo = list({r.key: r for r in requests if r.key not in store.answers}.values())
     if not todo:
@@ -125,20 +128,43 @@ def ask(store: LabelStore, requests: list[Request], cfg: AuditConfig, backend=No
     owned = backend is None
     backend = backend or make_judge(cfg)
     constraint = {"json": ANSWER_SCHEMA} if cfg.constrained else None
+    budget = answer_budget(cfg)
     try:
         write_json_atomic(saved, backend.describe())
         with tqdm(total=len(todo), desc="audit: judge", unit="call", disable=not cfg.progress) as bar:
             for start in range(0, len(todo), cfg.chunk):
                 part = todo[start:start + cfg.chunk]
-                texts = backend.generate([r.prompt for r in part], max_new_tokens=[cfg.max_new_tokens] * len(part),
-                                         constraints=[constraint] * len(part))
-                store.add([{"key": r.key, "criterion": r.criterion, **parse_answer(text), "raw": text}
-                           for r, text in zip(part, texts)])
+                try:
+                    answers = backend.generate([r.prompt for r in part], max_new_tokens=[budget] * len(part),
+                                               constraints=[constraint] * len(part))
+                except BackendError as stop:
+                    store.add(label_lines(part, stop.partial))
+                    if stop.index is not None:
+                        stop.where = "judging " + describe_request(part[stop.index], sentences)
+                    raise
+                store.add(label_lines(part, answers))
                 bar.update(len(part))
         return backend.describe()
     finally:
         if owned:
             backend.close()
+
+
+def label_lines(requests: list[Request], answers: list[str | Completion | None]) -> list[dict[str, Any]]:
+    """labels.jsonl lines of the answered requests (None: not answered before a stop)."""
+    lines = []
+    for request, answer in zip(requests, answers):
+        if answer is not None:
+            answer = as_completion(answer)
+            lines.append({"key": request.key, "criterion": request.criterion, **label_answer(answer),
+                          "raw": answer.text, "finish_reason": answer.finish_reason, "usage": answer.usage})
+    return lines
+
+
+def describe_request(request: Request, sentences: list[dict[str, Any]]) -> str:
+    s = sentences[request.sentence]
+    return (f"{s['system']} dialogue {s['dialogue_id']!r} turn {s['turn_id']} sentence {s['sentence_id']}, "
+            f"criterion {request.criterion}")
 
 
 def attach_labels(sentences: list[dict[str, Any]], requests: list[Request], store: LabelStore) -> None:
@@ -155,10 +181,10 @@ def attach_labels(sentences: list[dict[str, Any]], requests: list[Request], stor
 
 def run(inputs: list[str], cfg: AuditConfig, *, backend=None) -> dict[str, Any]:
     """Audit ``inputs``; returns the results document (or, with ``dry_run``, the plan's counts)."""
-    loaded: Loaded = load_inputs(inputs, data=cfg.data, reference_rows=cfg.reference_rows, limit=cfg.limit)
+    loaded: Loaded = load_inputs(inputs, data=cfg.data.source, reference_rows=cfg.reference_rows, limit=cfg.limit)
     sentences, requests = plan(loaded.turns, cfg)
     identity = judge_identity(cfg)
-    folder = Path(cfg.output)
+    folder = Path(cfg.output_dir)
     store = LabelStore(folder, config_hash(identity), cfg.overwrite)
     if cfg.dry_run:
         per_system: dict[str, dict[str, int]] = {}
@@ -168,9 +194,9 @@ def run(inputs: list[str], cfg: AuditConfig, *, backend=None) -> dict[str, Any]:
             counts["requests"] += len(s["criteria"])
             counts["turns"] += s["sentence_id"] == 1
         return {"dry_run": True, "systems": per_system, "sentences": sentences, "skipped": loaded.skipped,
-                **estimate(requests, store, cfg.max_new_tokens)}
+                **estimate(requests, store, answer_budget(cfg))}
     store.open()
-    described = ask(store, requests, cfg, backend)
+    described = ask(store, requests, sentences, cfg, backend)
     attach_labels(sentences, requests, store)
     from .stats import analyse
 
@@ -179,7 +205,7 @@ def run(inputs: list[str], cfg: AuditConfig, *, backend=None) -> dict[str, Any]:
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "inputs": loaded.sources,
         "skipped": loaded.skipped,
-        "config": {k: v for k, v in vars(cfg).items()},
+        "config": asdict(cfg),
         "criteria": list(chosen_criteria(cfg)),
         "judge_hash": store.identity_hash,
         "judge": described,
