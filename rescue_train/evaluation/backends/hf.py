@@ -11,6 +11,7 @@ import copy
 import inspect
 from typing import Any, Sequence
 
+from ...devices import native_bf16, release_memory
 from .base import Backend, ChatEncoder, Messages, Scored
 
 
@@ -19,7 +20,7 @@ def resolve_dtype(dtype: str, device: str):
 
     if dtype == "auto":
         if device.startswith("cuda"):
-            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+            return torch.bfloat16 if native_bf16() else torch.float16
         return torch.float32
     try:
         return getattr(torch, dtype)
@@ -56,6 +57,13 @@ class HFBackend(Backend):
                 net.load_adapter(path, adapter_name=name)
         self.model = net.to(self.device).eval()
         self.model_path = model
+
+    def close(self) -> None:
+        # Drop the weights and give their device memory back, so that a vLLM engine (which sizes its KV cache
+        # by the memory free when it starts) or a judge model can start after this backend in the process.
+        if getattr(self, "model", None) is not None:
+            self.model = None
+            release_memory()
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "device": self.device, "dtype": str(self.torch_dtype).replace("torch.", ""),

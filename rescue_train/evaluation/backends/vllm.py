@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
+from ...devices import release_memory
 from .base import Backend, ChatEncoder, Messages, Scored
 
 # LoRA ranks vLLM accepts for max_lora_rank.
@@ -117,10 +118,12 @@ class VLLMBackend(Backend):
                  for cont in continuations] for r, (_, continuations) in enumerate(encoded)]
 
     def close(self) -> None:
-        # Free the engine's memory and worker processes before another engine starts in this process.
+        # Stop the engine core (a separate process holding the GPU memory) and free what this process holds,
+        # before another engine or model starts in this process.
         engine = getattr(self, "llm", None)
         if engine is not None:
-            del self.llm
-            import gc
-
-            gc.collect()
+            core = getattr(getattr(engine, "llm_engine", None), "engine_core", None)
+            if core is not None:
+                core.shutdown()
+            del self.llm, engine
+            release_memory()
