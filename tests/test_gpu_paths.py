@@ -99,3 +99,20 @@ def test_a_local_judge_starts_after_the_predicting_backend_is_freed(monkeypatch,
     (results,) = run(cfg)
     assert events == [("load", 0), ("close", 0), ("load", 0), ("close", 0)]
     assert len(results["records"]) == 2 and all("judge_status" in r["scores"] for r in results["records"])
+
+
+def test_greedy_evaluation_leaves_out_the_models_repetition_penalty(tmp_path):
+    """The rule both local backends follow (tests/test_vllm.py runs vLLM on the same kind of model): the
+    penalty in generation_config.json would change the answer, yet the backend answers as without it."""
+    from transformers import AutoModelForCausalLM
+
+    from evaluation_helpers import with_repetition_penalty
+
+    penalised = with_repetition_penalty(tiny_model_path(), tmp_path / "penalised")
+    prompts = [[{"role": "user", "content": "How do you feel about the fight with your partner?"}]]
+    plain = HFBackend(str(tiny_model_path())).generate(prompts, max_new_tokens=[8])
+    backend = HFBackend(str(penalised))
+    assert backend.generate(prompts, max_new_tokens=[8]) == plain
+    ids = torch.tensor([backend.encoder.prompt_ids(prompts[0])])
+    with_penalty = AutoModelForCausalLM.from_pretrained(penalised).generate(ids, max_new_tokens=8, do_sample=False)
+    assert backend.encoder.decode(with_penalty[0, ids.shape[1]:].tolist()) != plain[0]

