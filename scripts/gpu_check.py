@@ -7,7 +7,8 @@ and evaluation on vLLM against transformers, with targets beside the figures.
 Models have random weights and the real shapes of Llama-3.1-8B and Qwen2.5-7B (the values of their
 config.json, below); the tokenizer is the tiny model's, trained offline on our bundled data. Steps:
 
-1. ``sft``: LoRA SFT of the Llama-3.1-8B shape, bf16, packing into 4096-token rows, 30 steps: tokens/s,
+1. ``sft``: LoRA SFT of the Llama-3.1-8B shape (its full 128k vocabulary; the tokenizer's ids are a subset),
+   bf16, packing into 4096-token rows, 30 steps: tokens/s,
    peak memory, MFU (6 x parameters x tokens/s over the GPU's peak bf16 FLOP/s; LoRA skips the frozen
    weights' gradients, so the true utilisation is somewhat lower).
 2. ``weighted``: the ``ssp_lora`` recipe with ``balance.class_weights=sqrt`` through ``rescue_train.training``
@@ -68,8 +69,9 @@ def build_model(shape: str, smoke: bool, vocab_size: int | None, dtype, device: 
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from rescue_train.training.tiny import tiny_model_path
     from transformers import AutoTokenizer
+
+    from rescue_train.training.tiny import tiny_model_path
 
     values = dict(SHAPES[shape])
     model_type = values.pop("model_type")
@@ -86,6 +88,14 @@ def build_model(shape: str, smoke: bool, vocab_size: int | None, dtype, device: 
     model.generation_config.eos_token_id = tok.eos_token_id
     model.generation_config.pad_token_id = tok.pad_token_id
     return model, tok
+
+
+def tokenizer_vocab() -> int:
+    from transformers import AutoTokenizer
+
+    from rescue_train.training.tiny import tiny_model_path
+
+    return len(AutoTokenizer.from_pretrained(tiny_model_path()))
 
 
 def sft_rows(out: Path):
@@ -117,7 +127,8 @@ def step_sft(args, work: Path) -> dict:
 
     dtype = compute_dtype("auto")
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    model, tok = build_model("llama-3.1-8b", args.cpu_smoke, None, dtype, device)
+    model, tok = build_model("llama-3.1-8b", args.cpu_smoke, tokenizer_vocab() if args.cpu_smoke else None, dtype,
+                             device)
     tok.chat_template = get_template("chatml")
     rows = sft_rows(work / "data")
     if torch.cuda.is_available():
@@ -156,12 +167,7 @@ def saved_eval_model(args, work: Path) -> Path:
     if (folder / "config.json").exists():
         return folder
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    from transformers import AutoTokenizer
-
-    from rescue_train.training.tiny import tiny_model_path
-
-    vocab = len(AutoTokenizer.from_pretrained(tiny_model_path()))
-    model, tok = build_model("qwen2.5-7b", args.cpu_smoke, vocab, compute_dtype("auto"), device)
+    model, tok = build_model("qwen2.5-7b", args.cpu_smoke, tokenizer_vocab(), compute_dtype("auto"), device)
     model.save_pretrained(folder)
     tok.save_pretrained(folder)
     del model
@@ -329,7 +335,7 @@ def main() -> int:
         return 0
     args.gpus = int(os.environ.get("GPU_CHECK_GPUS", "0"))
     args.all_gpus = os.environ.get("GPU_CHECK_ALL_GPUS", "")
-    args.sft_steps, args.recipe_steps, args.max_length = (3, 4, 1024) if args.cpu_smoke else (30, 10, 4096)
+    args.sft_steps, args.recipe_steps, args.max_length = (3, 4, 512) if args.cpu_smoke else (30, 10, 4096)
     if args.cpu_smoke:
         args.batch_size = min(args.batch_size, 8)
     import torch
