@@ -319,6 +319,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cpu-smoke", action="store_true", help="tiny shapes on CPU, few steps")
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "gpu_check")
+    parser.add_argument("--work", type=Path, default=None,
+                        help="models, data and runs (default OUT/work; tens of GB on a GPU)")
     parser.add_argument("--steps", default="sft,weighted,qlora,ddp,eval")
     parser.add_argument("--vllm-python", default=str(ROOT / ".venv-vllm" / "bin" / "python"),
                         help="the python of the vLLM environment, used when vLLM is not importable here")
@@ -342,8 +344,9 @@ def main() -> int:
 
     from rescue_train.provenance import versions
 
-    work = args.out / "work"
+    work = args.work or args.out / "work"
     work.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
     report = {"cpu_smoke": args.cpu_smoke, "device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu",
               "gpus": args.gpus, "versions": versions(), "targets": {k: v[0] for k, v in TARGETS.items()},
               "steps": []}
