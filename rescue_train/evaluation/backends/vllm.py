@@ -57,7 +57,11 @@ class VLLMBackend(Backend):
                                       generation_config="vllm")
         if max_model_len:
             kwargs["max_model_len"] = max_model_len
-        if not on_cpu:
+        if on_cpu:
+            # Each scoring request recomputes the prompt's last, partial cache block: the CPU default of 128
+            # tokens a block made rank scoring several times slower than 32 (scripts/bench_eval.py).
+            kwargs["block_size"] = 32
+        else:
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization
         if self.adapters:
             needed = max(lora_rank(p) for p in self.adapters.values())
@@ -97,58 +101,29 @@ class VLLMBackend(Backend):
 
     def loglikelihood(self, requests: Sequence[tuple[Messages, Sequence[str]]], *,
                       adapter: str | None = None) -> list[list[Scored]]:
-        """Two rounds of requests, each submitted at once. First one request per prompt: it fills the prefix
-        cache and gives every candidate's first-token log-probability (``logprob_token_ids``). Then one request
-        per candidate of two or more tokens, the prompt followed by the whole continuation, whose
-        ``prompt_logprobs`` give the remaining tokens' log-probabilities; the prompt comes from the prefix
-        cache, so only its last, partial cache block and the continuation are computed."""
+        """Candidates are scored through ordinary one-token requests that read the prefix cache: one request
+        per distinct answer prefix (the empty one included) asks for the log-probabilities of the next tokens
+        the candidates continue with. vLLM's ``prompt_logprobs`` would recompute the whole prompt for every
+        candidate, as it bypasses the prefix cache."""
         from vllm import SamplingParams, TokensPrompt
 
         encoded = [self.encoder.scoring_ids(messages, answers) for messages, answers in requests]
-        if any(not cont for _, continuations in encoded for cont in continuations):
-            raise ValueError("an answer encoded to no tokens; cannot score it")
-        lora = self._lora(adapter)
-        first_tokens = [sorted({cont[0] for cont in continuations}) for _, continuations in encoded]
-        firsts = self.llm.generate(
-            [TokensPrompt(prompt_token_ids=prompt) for prompt, _ in encoded],
-            [SamplingParams(temperature=0.0, max_tokens=1, logprobs=len(ids), logprob_token_ids=ids, detokenize=False)
-             for ids in first_tokens], lora_request=lora, use_tqdm=self.progress)
-        totals = [[out.outputs[0].logprobs[0][cont[0]].logprob for cont in continuations]
-                  for out, (_, continuations) in zip(firsts, encoded)]
-        longer = [(r, k) for r, (_, continuations) in enumerate(encoded)
-                  for k, cont in enumerate(continuations) if len(cont) > 1]
-        rest = self._continuation_logprobs([encoded[r][0] + encoded[r][1][k] for r, k in longer],
-                                           [len(encoded[r][1][k]) - 1 for r, k in longer], lora)
-        for (r, k), value in zip(longer, rest):
-            totals[r][k] += value
-        return [[Scored(total, len(cont)) for total, cont in zip(row, continuations)]
-                for row, (_, continuations) in zip(totals, encoded)]
-
-    def _continuation_logprobs(self, sequences: list[list[int]], counts: list[int], lora) -> list[float]:
-        """The summed log-probability of the last ``count`` tokens of each sequence, from ``prompt_logprobs``.
-
-        vLLM fills prompt log-probabilities only for the positions it computes, not for those it read from the
-        prefix cache. Reading the cache is allowed (vLLM turns it off for prompt log-probabilities unless told
-        otherwise); a sequence whose cache hit reached into the scored tokens (another candidate with the same
-        first tokens filled that block) is asked again without reading the cache."""
-        from vllm import SamplingParams, TokensPrompt
-
-        def ask(indices: list[int], use_cache: bool) -> dict[int, Any]:
-            outputs = self.llm.generate(
-                [TokensPrompt(prompt_token_ids=sequences[i]) for i in indices],
-                # no detokenizing: the rows of cached positions hold no token ids, only our positions are read
-                [SamplingParams(temperature=0.0, max_tokens=1, prompt_logprobs=0, detokenize=False,
-                                skip_reading_prefix_cache=not use_cache) for _ in indices],
-                lora_request=lora, use_tqdm=self.progress)
-            return dict(zip(indices, outputs))
-
-        outputs = ask(list(range(len(sequences))), use_cache=True)
-        # position p's log-probability is computed when position p - 1 was: p - 1 >= num_cached_tokens
-        again = [i for i, out in outputs.items() if (out.num_cached_tokens or 0) > len(sequences[i]) - counts[i] - 1]
-        if again:
-            outputs.update(ask(again, use_cache=False))
-        return [sum(outputs[i].prompt_logprobs[p][sequences[i][p]].logprob
-                    for p in range(len(sequences[i]) - counts[i], len(sequences[i]))) for i in range(len(sequences))]
+        next_tokens: dict[tuple[int, tuple[int, ...]], set[int]] = {}
+        for r, (_, continuations) in enumerate(encoded):
+            for cont in continuations:
+                if not cont:
+                    raise ValueError("an answer encoded to no tokens; cannot score it")
+                for k, token in enumerate(cont):
+                    next_tokens.setdefault((r, tuple(cont[:k])), set()).add(token)
+        keys = list(next_tokens)
+        inputs = [TokensPrompt(prompt_token_ids=encoded[r][0] + list(prefix)) for r, prefix in keys]
+        # detokenize=False: only the ids' log-probabilities are read, and decoding them costs per request
+        params = [SamplingParams(temperature=0.0, max_tokens=1, logprobs=len(next_tokens[key]),
+                                 logprob_token_ids=sorted(next_tokens[key]), detokenize=False) for key in keys]
+        outputs = self.llm.generate(inputs, params, lora_request=self._lora(adapter), use_tqdm=self.progress)
+        table = {key: out.outputs[0].logprobs[0] for key, out in zip(keys, outputs)}
+        return [[Scored(sum(table[(r, tuple(cont[:k]))][token].logprob for k, token in enumerate(cont)), len(cont))
+                 for cont in continuations] for r, (_, continuations) in enumerate(encoded)]
 
     def close(self) -> None:
         # Stop the engine core (a separate process holding the GPU memory) and free what this process holds,
