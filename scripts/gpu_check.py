@@ -104,7 +104,7 @@ def sft_rows(out: Path):
     from rescue_train.convert import ConvertConfig, convert
 
     tasks = ["itp", "rpp", "stp", "ssp", "er", "vp"]
-    convert(ConvertConfig(source="bundled", out=str(out), tasks=tasks))
+    convert(ConvertConfig(out=str(out), tasks=tasks))  # the bundled data
     return datasets.concatenate_datasets([datasets.load_from_disk(str(out / t / "sft"))["train"].select_columns(
         ["messages"]) for t in tasks])
 
