@@ -29,6 +29,18 @@ def make_adapter(model_dir: str | Path, out_dir: str | Path, seed: int = 0) -> P
     return Path(out_dir)
 
 
+def with_repetition_penalty(model_dir: str | Path, out_dir: str | Path, penalty: float = 2.0) -> Path:
+    """A copy of a model folder whose generation config sets a repetition penalty, as Qwen2.5's does (1.05;
+    2.0 here, enough to change the tiny random model's greedy answers)."""
+    import json
+    import shutil
+
+    out = Path(shutil.copytree(model_dir, out_dir))
+    config = json.loads((out / "generation_config.json").read_text())
+    (out / "generation_config.json").write_text(json.dumps({**config, "repetition_penalty": penalty}))
+    return out
+
+
 class Counting:
     """Wraps a backend and counts the instances it is asked about; optionally fails after some calls,
     like a run killed mid-way."""

@@ -249,8 +249,18 @@ class LazyBackend:
             self.backend.close()
 
 
-def run_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalData, backend: LazyBackend,
-                scorers: list) -> dict:
+@dataclass
+class Predicted:
+    """One variant's finished predictions, waiting for the judge and BERTScore."""
+
+    identity: dict
+    folder: RunFolder
+    records: dict[str, dict]  # by instance id
+    backend_info: dict
+
+
+def predict_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalData,
+                    backend: LazyBackend) -> Predicted:
     identity = prediction_identity(cfg, spec, variant, data)
     folder = RunFolder(variant.output, config_hash(identity), config_hash(scoring_identity(cfg)), cfg.overwrite,
                        identity)
@@ -271,8 +281,14 @@ def run_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalDa
             append_jsonl(folder.predictions, records)
             done.update((r["id"], r) for r in records)
             bar.update(len(part))
+    return Predicted(identity, folder, done, backend.describe(folder.path))
+
+
+def score_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalData, predicted: Predicted,
+                  scorers: list) -> dict:
+    folder = predicted.folder
     instances = {inst.id: inst for task in cfg.tasks for inst in data.instances[task]}
-    records = [done[i] for i in instances]
+    records = [predicted.records[i] for i in instances]
     scores = folder.done_scores()
     for scorer in scorers:
         scorer.folder = folder.path
@@ -286,7 +302,7 @@ def run_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalDa
                 bar.update(len(part))
     for record in records:
         record["scores"] = {**record.get("scores", {}), **scores.get(record["id"], {})}
-    return write_results(cfg, spec, variant, data, backend.describe(folder.path), identity, folder, records)
+    return write_results(cfg, spec, variant, data, predicted.backend_info, predicted.identity, folder, records)
 
 
 class BertScoreStage:
@@ -308,6 +324,9 @@ class BertScoreStage:
         values = self.metric.f1([c for c, _ in pairs], [ref for _, ref in pairs])
         return [{"id": r["id"], "bertscore_f1": v, "bertscore_model": self.metric.settings["model"]}
                 for r, v in zip(part, values)]
+
+    def close(self) -> None:
+        self.metric = None
 
 
 class JudgeStage:
@@ -332,6 +351,10 @@ class JudgeStage:
         if self.judge.cache.path != cache:  # one cache file per run folder
             self.judge.cache = JudgeCache(cache)
         return self.judge.judge(part, instances)
+
+    def close(self) -> None:
+        if self.judge is not None and self._backend is None:  # a judge backend given to run() stays open
+            self.judge.backend.close()
 
 
 def make_judge_backend(judge) -> Any:
@@ -390,7 +413,12 @@ def run(cfg: EvalConfig, *, backend=None, judge_backend=None) -> list[dict]:
     data = load_instances(cfg)
     lazy = LazyBackend(cfg, spec, backend)
     try:
-        scorers = make_scorers(cfg, judge_backend)
-        return [run_variant(cfg, spec, v, data, lazy, scorers) for v in variants(cfg, spec)]
+        predicted = [(v, predict_variant(cfg, spec, v, data, lazy)) for v in variants(cfg, spec)]
     finally:
-        lazy.close()
+        lazy.close()  # every prediction is made: free the device before a local judge model or engine starts
+    scorers = make_scorers(cfg, judge_backend)
+    try:
+        return [score_variant(cfg, spec, v, data, p, scorers) for v, p in predicted]
+    finally:
+        for scorer in scorers:
+            scorer.close()
