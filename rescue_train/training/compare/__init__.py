@@ -42,7 +42,7 @@ USAGE = """usage: rescue-train compare recipe=NAME [key=value ...]
   classifiers: torch.model=tiny-bert|tiny|PATH|HUB_ID torch.steps=200 torch.lora=true balance.beta=0.999 ...
   LLMs: any training override for every run (model=qwen2.5-7b-instruct train.max_steps=300
         train.max_length=4096 data=local data.source=...), launch.config_file=configs/accelerate/single_gpu.yaml
-        launch.args=[--num_processes,1] rank.backend=hf|vllm rank.batch_size=8 rank.args=[max_model_len=8192]
+        'launch.args=--num_processes 2' rank.backend=hf|vllm rank.batch_size=8 rank.args=[max_model_len=8192]
 """
 
 

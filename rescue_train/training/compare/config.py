@@ -46,7 +46,7 @@ class LaunchSettings:
     """How each LoRA run is started: ``accelerate launch [--config_file F] ARGS -m rescue_train train ...``."""
 
     config_file: Optional[str] = None  # an accelerate config (configs/accelerate/*.yaml or your own)
-    args: List[str] = field(default_factory=list)  # more launch flags, e.g. [--num_processes,2]
+    args: str = ""  # more launch flags, one string: 'launch.args=--num_processes 2 --mixed_precision bf16'
     keep_checkpoints: bool = False  # trainer checkpoints only serve resuming a run; removed once it is recorded
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -48,7 +49,7 @@ def training_command(config: CompareConfig, strategy: str, fold: int, seed: int,
     if not any(o.split("=", 1)[0] == "train.eval_steps" for o in overrides):
         # Only the test fold's ranking is used; the validation loss would cost time and nothing else.
         overrides.append("train.eval_steps=0")
-    return [*launch, *map(str, config.launch.args), "-m", "rescue_train", "train", f"recipe={config.recipe}",
+    return [*launch, *shlex.split(config.launch.args), "-m", "rescue_train", "train", f"recipe={config.recipe}",
             *overrides, f"seed={seed}", f"data.test_fold={fold}", *balance_overrides(strategy),
             f"output_dir={run_dir}"]
 

@@ -120,7 +120,7 @@ def paired_test(a: Predictions, b: Predictions, units: np.ndarray, n_classes: in
     from scipy.stats import permutation_test
 
     unit_names, unit_index = np.unique(units, return_inverse=True)
-    n_units, n = len(unit_names), len(units)
+    n_units = len(unit_names)
 
     def differences(x, y, axis=-1):
         swapped = np.asarray(x)[..., 0, :] >= n_units  # (patterns, units), or (units,) for the observed data
@@ -134,6 +134,8 @@ def paired_test(a: Predictions, b: Predictions, units: np.ndarray, n_classes: in
         out = np.stack([picked["a"][k] - picked["b"][k] for k in HEADLINE], axis=-1)
         return out.reshape(*swapped.shape[:-1], len(HEADLINE))
 
+    if n_units < 2:  # swapping the only unit just mirrors the difference: p would be 1 whatever the data
+        return {k: {"p_value": None, "test": "none: one unit cannot be permuted"} for k in HEADLINE}
     copies = np.tile(np.arange(n_units), (len(HEADLINE), 1))
     exact = 2 ** n_units <= settings.permutations
     result = permutation_test((copies, copies + n_units), differences, permutation_type="samples",
@@ -142,8 +144,7 @@ def paired_test(a: Predictions, b: Predictions, units: np.ndarray, n_classes: in
     patterns = int(result.null_distribution.shape[0])
     test = (f"exact: all 2^{n_units} = {patterns} unit swap patterns" if exact
             else f"random: {patterns} of 2^{n_units} unit swap patterns, p = (extreme + 1) / ({patterns} + 1)")
-    return {k: {"difference": _number(result.statistic[i]),
-                "p_value": None if np.isnan(result.statistic[i]) else float(result.pvalue[i]), "test": test}
+    return {k: {"p_value": None if np.isnan(result.statistic[i]) else float(result.pvalue[i]), "test": test}
             for i, k in enumerate(HEADLINE)}
 
 
@@ -185,12 +186,12 @@ def scope_statistics(arrays: dict[str, Predictions], units: np.ndarray, n_classe
     return out
 
 
-def add_holm(scopes: dict[str, dict]) -> None:
+def add_holm(scopes: dict[str, dict], metrics: tuple[str, ...] = HEADLINE) -> None:
     """Holm-adjusted p-values (``p_holm``) beside the raw ones: one family per metric, holding the tests of
     every strategy in every scope."""
     from statsmodels.stats.multitest import multipletests
 
-    for metric in HEADLINE:
+    for metric in metrics:
         tests = [s["vs_none"][metric] for scope in scopes.values() for s in scope["strategies"].values()
                  if "vs_none" in s]
         tested = [t for t in tests if t["p_value"] is not None]
