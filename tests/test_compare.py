@@ -167,3 +167,26 @@ def test_torch_compare_with_tiny_decoder_and_lora(tmp_path):
                    "torch.lora=true", "torch.steps=2", "torch.batch_size=2", "torch.max_length=96", "plots=false",
                    "recipe=ssp_cls")
     assert results["task"] == "ssp" and set(results["strategies"]) == {"none", "balanced_softmax"}
+
+
+@pytest.mark.slow
+def test_merge_puts_two_comparisons_in_one_table_each_tested_against_its_own_none(tmp_path):
+    base = ["recipe=ssp_cls", "folds=[0,1]", "evaluation.bootstrap=50", "evaluation.permutations=64", "plots=false"]
+    assert compare.main([*base, "strategies=[inverse_freq]", f"out_dir={tmp_path / 'plain'}"]) == 0
+    assert compare.main([*base, "strategies=[posthoc_la]", "sklearn.C=0.5", f"out_dir={tmp_path / 'c05'}"]) == 0
+    merged_dir = tmp_path / "merged"
+    assert compare.main([f"merge=[{tmp_path / 'plain'},{tmp_path / 'c05'}]", f"out_dir={merged_dir}",
+                         "evaluation.bootstrap=50", "evaluation.permutations=64", "plots=false"]) == 0
+    merged = json.loads((merged_dir / "results.json").read_text())
+    plain = json.loads((tmp_path / "plain" / "results.json").read_text())
+    assert list(merged["strategies"]) == ["plain:none", "plain:inverse_freq", "c05:none", "c05:posthoc_la"]
+    both = merged["scopes"]["both"]["strategies"]
+    assert both["c05:posthoc_la"]["vs_none"]["accuracy"]["reference"] == "c05:none"
+    # Estimates and raw p-values are those of the single comparison; Holm now counts both comparisons' tests.
+    assert both["plain:inverse_freq"]["estimate"] == plain["scopes"]["both"]["strategies"]["inverse_freq"]["estimate"]
+    single = plain["scopes"]["both"]["strategies"]["inverse_freq"]["vs_none"]["macro_f1"]
+    assert both["plain:inverse_freq"]["vs_none"]["macro_f1"]["p_value"] == single["p_value"]
+    assert [m["prefix"] for m in merged["provenance"]["merged"]] == ["plain", "c05"]
+    assert "| c05:posthoc_la |" in (merged_dir / "results.md").read_text()
+    with pytest.raises(ValueError, match="two or more comparisons"):
+        compare.main([f"merge=[{tmp_path / 'plain'}]", f"out_dir={merged_dir}"])

@@ -17,6 +17,11 @@ from .config import CompareConfig, run_settings
 from .report import markdown, plots
 from .stats import summarise
 
+STATS_NOTE = {"interval": "percentile bootstrap over units",
+              "test": "paired permutation test over units (scipy.stats.permutation_test, permutation_type='samples': "
+                      "swap the two strategies' predictions unit by unit), two-sided; exact over all 2^u swap "
+                      "patterns when 2^u <= evaluation.permutations, else random patterns with p=(extreme+1)/(R+1)",
+              "multiple_testing": "Holm (statsmodels multipletests) over all tests of one metric"}
 
 def prepare_data(config: CompareConfig, out: Path):
     from ...convert import ConvertConfig, convert
@@ -184,11 +189,6 @@ def compare(config: CompareConfig) -> dict:
         "config": asdict(config), "run_hash": run_hash, "versions": versions(), "git_commit": git_commit(),
         "manifest_hash": manifest.hash, "manifest_notes": manifest.notes, "data_dir": str(data_dir),
         "source": meta.get("source"), "source_fingerprint": meta.get("source_fingerprint"),
-        "stats": {"interval": "percentile bootstrap over units",
-                  "test": "paired permutation test over units (scipy.stats.permutation_test, permutation_type="
-                          "'samples': swap the two strategies' predictions unit by unit), two-sided; exact over "
-                          "all 2^u swap patterns when 2^u <= evaluation.permutations, else random patterns with "
-                          "p=(extreme+1)/(R+1)",
-                  "multiple_testing": "Holm (statsmodels multipletests) over all tests of one metric"}}
+        "stats": STATS_NOTE}
     write_report(out, results, space, confusions, config.plots)
     return results
