@@ -91,8 +91,10 @@ def test_paired_permutation_test_over_units():
     settings = EvalSettings(bootstrap=200, permutations=999, stats_seed=0)
     stats = scope_statistics({"none": wrong, "better": right, "same": wrong}, units, 2, np.array([0, 2]), settings)
     better = stats["better"]["vs_none"]["accuracy"]
-    # Only "swap no unit" and "swap every unit" (2 of 2^10 patterns) reach |difference| = 1: p ~ 3/1000.
+    # Only "swap no unit" reaches +1 (and "swap every unit" -1) of 2^10 patterns, more than the 999 drawn:
+    # random patterns, two-sided p = 2 * (extreme + 1) / 1000, about 2 * 2/1000.
     assert better["difference"] == 1.0 and better["p_value"] < 0.02 and better["ci"] == [1.0, 1.0]
+    assert better["test"] == "random: 999 of 2^10 unit swap patterns, p = (extreme + 1) / (999 + 1)"
     same = stats["same"]["vs_none"]["accuracy"]
     assert same["difference"] == 0.0 and same["p_value"] == 1.0
     assert stats["none"]["estimate"]["accuracy"] == 0.0 and stats["none"]["ci"]["accuracy"] == [0.0, 0.0]

@@ -127,3 +127,15 @@ def test_lora_compare_tiny_two_strategies_two_folds_end_to_end(tmp_path, capsys)
     assert compare.main(argv) == 0
     assert (out / "runs" / "none" / "fold0_seed0.json").stat().st_mtime_ns == stamp
     assert json.loads((out / "results.json").read_text())["scopes"] == results["scopes"]
+    # Classifiers and LLMs in one table, each strategy tested against the `none` of its own kind.
+    cls_argv = ["recipe=ssp_cls", "strategies=[inverse_freq]", "folds=[0,1]", f"out_dir={tmp_path / 'cls'}",
+                "evaluation.bootstrap=50", "evaluation.permutations=100", "plots=false"]
+    assert compare.main(cls_argv) == 0
+    assert compare.main([f"merge=[{out},{tmp_path / 'cls'}]", f"out_dir={tmp_path / 'all'}", "plots=false"]) == 0
+    merged = json.loads((tmp_path / "all" / "results.json").read_text())
+    assert list(merged["strategies"]) == ["lora:none", "lora:sqrt_sampling_sqrt_weights", "sklearn:none",
+                                          "sklearn:inverse_freq"]
+    both = merged["scopes"]["both"]
+    assert both["n"] == len(tested) and both["strategies"]["lora:none"]["estimate"] == \
+        results["scopes"]["both"]["strategies"]["none"]["estimate"]
+    assert both["strategies"]["sklearn:inverse_freq"]["vs_none"]["macro_f1"]["reference"] == "sklearn:none"

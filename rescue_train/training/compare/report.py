@@ -18,10 +18,12 @@ def _cell(estimate: float | None, ci: list[float] | None) -> str:
 def _delta(test: dict | None) -> str:
     if not test or test["difference"] is None:
         return "–"
+    ci = test.get("ci")
+    effect = f"{100 * test['difference']:+.1f}" + (f" [{100 * ci[0]:+.1f}, {100 * ci[1]:+.1f}]" if ci else "")
     if test.get("p_value") is None:
-        return f"{100 * test['difference']:+.1f}"
+        return effect
     holm = "" if test.get("p_holm") is None else f", Holm {test['p_holm']:.3f}"
-    return f"{100 * test['difference']:+.1f} (p={test['p_value']:.3f}{holm})"
+    return f"{effect} (p={test['p_value']:.3f}{holm})"
 
 
 def markdown(results: dict) -> str:
@@ -29,15 +31,15 @@ def markdown(results: dict) -> str:
             "tail_recall")
     lines = [f"# Rebalancing strategies: {results['task']} ({results['backend']})", "",
              f"Folds {results['folds']}, seeds {results['seeds']}; percent, 95% bootstrap interval over units in "
-             f"brackets. Δ = difference from the strategy's reference (`none` of its backend), with the two-sided "
-             f"p-value of a paired permutation test over units and its Holm-adjusted value (family: every test "
-             f"of that metric in this report). "
+             f"brackets. Δ = difference from the strategy's reference (`none` of its backend) with its paired "
+             f"bootstrap interval, the two-sided p-value of a paired permutation test over units and its "
+             f"Holm-adjusted value (family: every test of that metric in this report). "
              f"Groups by share of the scenario's training instances: head ≥ {results['groups_rule']['head']:.0%}, "
              f"tail < {results['groups_rule']['tail']:.0%}. The sample size is the number of units, not of "
              f"instances.", ""]
     for scope, stats in results["scopes"].items():
         lines += [f"## {scope} ({stats['n']} instances, {stats['units']} units)", "",
-                  "| strategy | " + " | ".join(cols) + " | Δ macro-F1 (p) | Δ tail recall (p) |",
+                  "| strategy | " + " | ".join(cols) + " | Δ macro-F1 [CI] (p) | Δ tail recall [CI] (p) |",
                   "|---" * (len(cols) + 3) + "|"]
         kinds = set()
         for name, s in stats["strategies"].items():
