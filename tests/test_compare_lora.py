@@ -4,6 +4,7 @@ dry run)."""
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,7 @@ from rescue_train.training import compare
 from rescue_train.training.compare import load_config
 from rescue_train.training.compare.lora import balance_overrides, rank_command, training_command
 
+CPU_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "accelerate" / "cpu.yaml"
 LLM_STRATEGIES = ["none", "inverse_freq", "sqrt_sampling", "balanced_sampling", "sqrt_weights",
                   "sqrt_sampling_sqrt_weights"]
 
@@ -71,14 +73,6 @@ def test_lora_compare_rejects_bad_settings_clearly(argv, message):
         load_config(argv)
 
 
-ACCELERATE_CPU = """compute_environment: LOCAL_MACHINE
-distributed_type: 'NO'
-num_machines: 1
-num_processes: 1
-mixed_precision: 'no'
-dynamo_config: {}
-use_cpu: true
-"""
 
 
 @pytest.mark.slow
@@ -86,10 +80,9 @@ def test_lora_compare_tiny_two_strategies_two_folds_end_to_end(tmp_path, capsys)
     from rescue_train.data.splits import SplitManifest
     from rescue_train.training.classifier import load_cls_rows
 
-    (tmp_path / "cpu.yaml").write_text(ACCELERATE_CPU)
     out = tmp_path / "cmp"
     argv = ["recipe=ssp_lora", "model=tiny", "strategies=[sqrt_sampling_sqrt_weights]", "folds=[0,1]", "seeds=[0]",
-            f"out_dir={out}", f"launch.config_file={tmp_path / 'cpu.yaml'}", "train.max_steps=1",
+            f"out_dir={out}", f"launch.config_file={CPU_CONFIG}", "train.max_steps=1",
             "train.batch_size=2", "train.grad_accum=1", "train.max_length=1024", "train.report_to=[none]",
             "data.build.context=2", "evaluation.bootstrap=50", "evaluation.permutations=100"]
     # Dry run: nothing is finished, so it trains the first run to time it.
@@ -117,7 +110,7 @@ def test_lora_compare_tiny_two_strategies_two_folds_end_to_end(tmp_path, capsys)
     assert sorted(first["prediction"]) == sorted(first["label_scores"]) and first["parse_status"] == "ok"
     run_dir = out / "work" / "sqrt_sampling_sqrt_weights" / "fold1_seed0"
     log = (run_dir / "train.log").read_text()
-    assert f"--config_file {tmp_path / 'cpu.yaml'}" in log and "data.test_fold=1" in log
+    assert f"--config_file {CPU_CONFIG}" in log and "data.test_fold=1" in log
     assert (run_dir / "adapter" / "adapter_config.json").exists() and not (run_dir / "checkpoints").exists()
     provenance = json.loads((run_dir / "provenance.json").read_text())
     assert provenance["status"] == "finished" and provenance["global_step"] == 1

@@ -28,6 +28,12 @@ from .runner import compare, fold_data, prepare_data, run_all, run_one
 from .stats import (GROUPS, HEADLINE, Predictions, add_holm, as_arrays, batch_metrics, confusion, frequency_groups,
                     metrics_from_confusion, paired_test, per_class, scope_statistics, summarise)
 
+__all__ = ["BACKENDS", "CompareConfig", "DataSettings", "EvalSettings", "LaunchSettings", "RankSettings",
+           "load_config", "read_config", "recipe_path", "run_settings", "markdown", "plots", "compare", "fold_data",
+           "prepare_data", "run_all", "run_one", "GROUPS", "HEADLINE", "Predictions", "add_holm", "as_arrays",
+           "batch_metrics", "confusion", "frequency_groups", "metrics_from_confusion", "paired_test", "per_class",
+           "scope_statistics", "summarise", "main", "USAGE"]
+
 USAGE = """usage: rescue-train compare recipe=NAME [key=value ...]
        rescue-train compare merge=[DIR,DIR,...] out_dir=DIR     one table from finished comparisons of a task
 

@@ -202,7 +202,8 @@ def load_lora_config(argv: Sequence[str]) -> CompareConfig:
     if data["answer_format"] != "label":
         raise ValueError("data.answer_format must be label: the rank protocol scores each candidate's bare label")
     if data["build"].get("rpp_include_current"):
-        raise ValueError("data.build.rpp_include_current=true cannot be evaluated by `rescue-train eval`; leave it false")
+        raise ValueError("data.build.rpp_include_current=true cannot be evaluated by `rescue-train eval`; "
+                         "leave it false")
     if config.rank.backend not in ("hf", "vllm"):
         raise ValueError(f"rank.backend must be hf or vllm (the rank protocol needs log-likelihoods), "
                          f"got {config.rank.backend!r}")
