@@ -27,15 +27,31 @@ def test_load_config_merges_recipe_and_overrides_and_always_compares_against_non
     assert (config.task, config.backend, config.recipe) == ("rpp", "sklearn", "rpp_cls")
     assert config.strategies == ["none", "posthoc_la", "oversample"]
     assert config.seeds == [0, 1] and config.sklearn.C == 0.5
-    assert config.out_dir == "runs/compare/rpp_cls-sklearn"
+    assert config.output_dir == "runs/compare/rpp_cls-sklearn"
     assert "smote" in load_config(["recipe=ssp_cls"]).strategies
     assert "crt" in load_config(["recipe=ssp_cls", "backend=torch"]).strategies
 
 
+def test_old_spellings_still_load_with_a_warning():
+    from rescue_train.settings import RenamedWarning
+
+    with pytest.warns(RenamedWarning) as caught:
+        config = load_config(["recipe=rpp_cls", "folds=[0,2]", "out_dir=runs/x", "data.k=3",
+                              "data.build.rpp_definition=A"])
+    assert (config.test_folds, config.output_dir, config.data.folds, config.data.rpp_definition) == \
+        ([0, 2], "runs/x", 3, "A")
+    assert [str(w.message) for w in caught] == [
+        "folds= is deprecated; use test_folds=", "out_dir= is deprecated; use output_dir=",
+        "data.k= is deprecated; use data.folds=", "data.build.rpp_definition= is deprecated; use data.rpp_definition="]
+
+
 @pytest.mark.parametrize("argv, message", [
     (["recipe=rpp_cls", "strategies=[focal]"], "do not apply to backend=sklearn"),
-    (["recipe=rpp_cls", "sklearn.nope=1"], "bad compare setting"),
-    (["recipe=no_such_recipe"], "no recipe 'no_such_recipe'"),
+    (["recipe=rpp_cls", "sklearn.nope=1"], "unknown key sklearn.nope"),
+    (["recipe=rpp_cls", "sklearn.C=big"], "sklearn.C: expected a float, got 'big'"),
+    (["recipe=rpp_cls", "data.split_sed=1"], "unknown key data.split_sed; did you mean data.split_seed"),
+    (["recipe=no_such_recipe"], "unknown recipe 'no_such_recipe'"),
+    (["recipe=rpp_clss"], "did you mean rpp_cls"),
     (["recipe=rpp_cls", "task=er"], "not a closed-set task"),
     (["recipe=rpp_cls", "oops"], "key=value"),
 ])
@@ -114,7 +130,7 @@ def test_bootstrap_resamples_units_not_rows():
 
 
 def _run(tmp_path, *extra):
-    argv = ["recipe=rpp_cls", f"out_dir={tmp_path / 'cmp'}", "evaluation.bootstrap=100",
+    argv = ["recipe=rpp_cls", f"output_dir={tmp_path / 'cmp'}", "evaluation.bootstrap=100",
             "evaluation.permutations=100", *extra]
     assert compare.main(argv) == 0
     return json.loads((tmp_path / "cmp" / "results.json").read_text())
@@ -153,7 +169,7 @@ def test_sklearn_compare_on_bundled_data_writes_everything_and_resumes(tmp_path)
 
 @pytest.mark.slow
 def test_torch_compare_with_tiny_encoder_on_bundled_data(tmp_path):
-    results = _run(tmp_path, "backend=torch", "strategies=[ldam_drw,crt,posthoc_la]", "folds=[0,1]",
+    results = _run(tmp_path, "backend=torch", "strategies=[ldam_drw,crt,posthoc_la]", "test_folds=[0,1]",
                    "torch.steps=3", "torch.batch_size=4", "torch.crt_steps=2", "torch.max_length=128", "plots=false")
     assert list(results["strategies"]) == ["none", "ldam_drw", "crt", "posthoc_la"]
     assert results["folds"] == [0, 1] and "plots" not in results
@@ -165,7 +181,7 @@ def test_torch_compare_with_tiny_encoder_on_bundled_data(tmp_path):
 
 @pytest.mark.slow
 def test_torch_compare_with_tiny_decoder_and_lora(tmp_path):
-    results = _run(tmp_path, "backend=torch", "strategies=[balanced_softmax]", "folds=[0]", "torch.model=tiny",
+    results = _run(tmp_path, "backend=torch", "strategies=[balanced_softmax]", "test_folds=[0]", "torch.model=tiny",
                    "torch.lora=true", "torch.steps=2", "torch.batch_size=2", "torch.max_length=96", "plots=false",
                    "recipe=ssp_cls")
     assert results["task"] == "ssp" and set(results["strategies"]) == {"none", "balanced_softmax"}
@@ -173,11 +189,11 @@ def test_torch_compare_with_tiny_decoder_and_lora(tmp_path):
 
 @pytest.mark.slow
 def test_merge_puts_two_comparisons_in_one_table_each_tested_against_its_own_none(tmp_path):
-    base = ["recipe=ssp_cls", "folds=[0,1]", "evaluation.bootstrap=50", "evaluation.permutations=64", "plots=false"]
-    assert compare.main([*base, "strategies=[inverse_freq]", f"out_dir={tmp_path / 'plain'}"]) == 0
-    assert compare.main([*base, "strategies=[posthoc_la]", "sklearn.C=0.5", f"out_dir={tmp_path / 'c05'}"]) == 0
+    base = ["recipe=ssp_cls", "test_folds=[0,1]", "evaluation.bootstrap=50", "evaluation.permutations=64", "plots=false"]
+    assert compare.main([*base, "strategies=[inverse_freq]", f"output_dir={tmp_path / 'plain'}"]) == 0
+    assert compare.main([*base, "strategies=[posthoc_la]", "sklearn.C=0.5", f"output_dir={tmp_path / 'c05'}"]) == 0
     merged_dir = tmp_path / "merged"
-    assert compare.main([f"merge=[{tmp_path / 'plain'},{tmp_path / 'c05'}]", f"out_dir={merged_dir}",
+    assert compare.main([f"merge=[{tmp_path / 'plain'},{tmp_path / 'c05'}]", f"output_dir={merged_dir}",
                          "evaluation.bootstrap=50", "evaluation.permutations=64", "plots=false"]) == 0
     merged = json.loads((merged_dir / "results.json").read_text())
     plain = json.loads((tmp_path / "plain" / "results.json").read_text())
@@ -191,4 +207,4 @@ def test_merge_puts_two_comparisons_in_one_table_each_tested_against_its_own_non
     assert [m["prefix"] for m in merged["provenance"]["merged"]] == ["plain", "c05"]
     assert "| c05:posthoc_la |" in (merged_dir / "results.md").read_text()
     with pytest.raises(ValueError, match="two or more comparisons"):
-        compare.main([f"merge=[{tmp_path / 'plain'}]", f"out_dir={merged_dir}"])
+        compare.main([f"merge=[{tmp_path / 'plain'}]", f"output_dir={merged_dir}"])

@@ -3,6 +3,7 @@ an end-to-end comparison of two strategies on two folds with the tiny model (acc
 dry run)."""
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -25,8 +26,8 @@ def test_lora_recipe_gives_llm_strategies_and_training_overrides_for_every_run()
     assert config.training == ["model=tiny", "train.max_steps=300", "train.max_length=2048"]
     assert config.training_config["train"]["max_steps"] == 300 and config.training_config["train"]["max_length"] == 2048
     assert "balance" not in config.training_config and "seed" not in config.training_config
-    assert (config.data.source, config.data.k, config.data.split_seed) == ("bundled", 5, 0)
-    assert config.out_dir == "runs/compare/rpp_lora-lora"
+    assert (config.data.source, config.data.folds, config.data.split_seed) == ("bundled", 5, 0)
+    assert config.output_dir == "runs/compare/rpp_lora-lora"
     assert compare.run_settings(config)["training_config"]["model"]["name"] == "tiny"
 
 
@@ -41,26 +42,47 @@ def test_every_llm_strategy_maps_to_the_training_paths_balance_options():
 
 
 def test_training_and_rank_commands(tmp_path):
-    config = load_config(["recipe=ssp_lora", "model=tiny", "data.build.context=3", "strategies=[sqrt_weights]",
+    config = load_config(["recipe=ssp_lora", "model=tiny", "data.context=3", "strategies=[sqrt_weights]",
                           "launch.config_file=cfg.yaml", "launch.args=--num_processes 2 --main_process_port 0",
                           "rank.backend=vllm", "rank.args=[max_model_len=4096]"])
     run_dir = tmp_path / "run"
     assert training_command(config, "sqrt_weights", 2, 1, run_dir) == [
         sys.executable, "-m", "accelerate.commands.launch", "--config_file", "cfg.yaml", "--num_processes", "2",
         "--main_process_port", "0", "-m", "rescue_train", "train", "recipe=ssp_lora", "model=tiny",
-        "data.build.context=3", "train.eval_steps=0", "seed=1", "data.test_fold=2", "balance.sampling=none",
+        "data.context=3", "train.eval_steps=0", "seed=1", "data.test_fold=2", "balance.sampling=none",
         "balance.class_weights=sqrt", f"output_dir={run_dir}"]
     assert rank_command(config, run_dir, run_dir / "rank_eval") == [
-        sys.executable, "-m", "rescue_train", "eval", f"adapter={run_dir}", "split=run", "protocol=rank",
-        "tasks=[ssp]", "backend=vllm", "batch_size=8", "rank_score=sum", "data=bundled", "mode=dialogue",
-        "rpp_definition=D", "stp_targets=collapse", "ssp_target_emotion=False", "context=3", "bertscore=none",
-        "judge=none", "progress=false", f"output={run_dir / 'rank_eval'}", "max_model_len=4096"]
+        sys.executable, "-m", "rescue_train", "eval", f"run={run_dir}", "protocol=rank", "tasks=[ssp]",
+        "backend=vllm", "batch_size=8", "rank_score=sum", "bertscore=none", "judge=none", "progress=false",
+        f"output_dir={run_dir / 'rank_eval'}", "max_model_len=4096"]
+
+
+def test_rank_evaluation_takes_the_runs_whole_data_config_include_current_too(tmp_path):
+    from rescue_train.evaluation.config import load_config as load_eval_config
+
+    config = load_config(["recipe=rpp_lora", "model=tiny", "data.rpp_include_current=true", "data.context=4",
+                          "data.folds=3", "data.rpp_definition=BC"])
+    assert (config.data.rpp_include_current, config.data.context, config.data.folds) == (True, 4, 3)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    # The run folder as training leaves it: the resolved config of the run's own command, and its provenance.
+    train_argv = training_command(config, "none", 2, 0, run_dir)
+    resolved = subprocess.run([sys.executable, "-m", "rescue_train", *train_argv[train_argv.index("train"):],
+                               "--cfg"], capture_output=True, text=True, check=True).stdout
+    (run_dir / "config.yaml").write_text(resolved)
+    (run_dir / "provenance.json").write_text(json.dumps({"kind": "lora_sft", "base_model": "tiny",
+                                                         "split_manifest": "data/split_manifest.json"}))
+    rank = load_eval_config(rank_command(config, run_dir, tmp_path / "eval")[4:])
+    assert (rank.data.rpp_include_current, rank.data.context, rank.data.rpp_definition) == (True, 4, "BC")
+    assert (rank.data.split, rank.data.folds, rank.data.test_fold) == ("kfold", 3, 2)
+    assert rank.data.manifest == str(run_dir / "data" / "split_manifest.json")
+    assert (rank.protocol, rank.tasks, rank.output_dir) == ("rank", ["rpp"], str(tmp_path / "eval"))
 
 
 @pytest.mark.parametrize("argv, message", [
     (["recipe=rpp_lora", "balance.sampling=sqrt"], "sets balance itself"),
     (["recipe=rpp_lora", "seed=3"], r"use seeds=\[...\]"),
-    (["recipe=rpp_lora", "data.test_fold=1"], r"use folds=\[...\]"),
+    (["recipe=rpp_lora", "data.test_fold=1"], r"use test_folds=\[...\]"),
     (["recipe=rpp_lora", "strategies=[focal]"], "do not apply to backend=lora"),
     (["recipe=rpp_lora", "train.nope=1"], "bad training override"),
     (["recipe=rpp_lora", "data.answer_format=json"], "answer_format must be label"),
@@ -81,10 +103,10 @@ def test_lora_compare_tiny_two_strategies_two_folds_end_to_end(tmp_path, capsys)
     from rescue_train.training.classifier import load_cls_rows
 
     out = tmp_path / "cmp"
-    argv = ["recipe=ssp_lora", "model=tiny", "strategies=[sqrt_sampling_sqrt_weights]", "folds=[0,1]", "seeds=[0]",
-            f"out_dir={out}", f"launch.config_file={CPU_CONFIG}", "train.max_steps=1",
+    argv = ["recipe=ssp_lora", "model=tiny", "strategies=[sqrt_sampling_sqrt_weights]", "test_folds=[0,1]",
+            "seeds=[0]", f"output_dir={out}", f"launch.config_file={CPU_CONFIG}", "train.max_steps=1",
             "train.batch_size=2", "train.grad_accum=1", "train.max_length=1024", "train.report_to=[none]",
-            "data.build.context=2", "evaluation.bootstrap=50", "evaluation.permutations=100"]
+            "data.context=2", "evaluation.bootstrap=50", "evaluation.permutations=100"]
     # Dry run: nothing is finished, so it trains the first run to time it.
     assert compare.main([*argv, "dry_run=true"]) == 0
     printed = capsys.readouterr().out
@@ -121,10 +143,10 @@ def test_lora_compare_tiny_two_strategies_two_folds_end_to_end(tmp_path, capsys)
     assert (out / "runs" / "none" / "fold0_seed0.json").stat().st_mtime_ns == stamp
     assert json.loads((out / "results.json").read_text())["scopes"] == results["scopes"]
     # Classifiers and LLMs in one table, each strategy tested against the `none` of its own kind.
-    cls_argv = ["recipe=ssp_cls", "strategies=[inverse_freq]", "folds=[0,1]", f"out_dir={tmp_path / 'cls'}",
+    cls_argv = ["recipe=ssp_cls", "strategies=[inverse_freq]", "test_folds=[0,1]", f"output_dir={tmp_path / 'cls'}",
                 "evaluation.bootstrap=50", "evaluation.permutations=100", "plots=false"]
     assert compare.main(cls_argv) == 0
-    assert compare.main([f"merge=[{out},{tmp_path / 'cls'}]", f"out_dir={tmp_path / 'all'}", "plots=false"]) == 0
+    assert compare.main([f"merge=[{out},{tmp_path / 'cls'}]", f"output_dir={tmp_path / 'all'}", "plots=false"]) == 0
     merged = json.loads((tmp_path / "all" / "results.json").read_text())
     assert list(merged["strategies"]) == ["lora:none", "lora:sqrt_sampling_sqrt_weights", "sklearn:none",
                                           "sklearn:inverse_freq"]

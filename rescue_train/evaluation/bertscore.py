@@ -16,17 +16,26 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from ..tasks.base import clean_text
+
 JOIN = "; "
 
 
+def _field(item: Any, key: str) -> str:
+    """A string field of a parsed answer ('' for anything else), safe for a tokenizer."""
+    value = item.get(key) if isinstance(item, dict) else None
+    return clean_text(value).strip() if isinstance(value, str) else ""
+
+
 def join_viewpoints(items: Sequence[dict[str, Any]] | None) -> str:
-    return JOIN.join(str(v.get("viewpoint", "")).strip() for v in items or () if str(v.get("viewpoint", "")).strip())
+    values = [_field(v, "viewpoint") for v in (items if isinstance(items, (list, tuple)) else ())]
+    return JOIN.join(v for v in values if v)
 
 
 def texts(task: str, gold: Any, prediction: Any) -> tuple[str, str]:
-    """(candidate, reference) strings for one record."""
+    """(candidate, reference) strings for one record; never raises on what a parser returned."""
     if task == "er":
-        return str((prediction or {}).get("emotion") or "").strip(), str(gold["emotion"]).strip()
+        return _field(prediction, "emotion"), _field(gold, "emotion")
     if task == "vp":
         return join_viewpoints(prediction), join_viewpoints(gold)
     raise ValueError(f"BERTScore applies to er and vp, not {task}")

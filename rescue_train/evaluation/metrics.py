@@ -97,20 +97,34 @@ def _ranking(records: list[dict], task: str, label_space: Sequence[str] | None) 
     return out
 
 
+def _judge_floor(scores: dict[str, Any]) -> int:
+    """The bottom of the judge's scale ("1-5" -> 1, "0-6" -> 0)."""
+    return int(str(scores.get("judge_scale", "1-5")).split("-")[0])
+
+
 def _generation(records: list[dict], task: str) -> dict[str, Any]:
+    """ER and VP under one failure rule: a failed answer (a parse failure, a refusal, a truncated answer) or
+    an unreadable judge verdict scores the bottom of the scale on every judged component (S_emo 1, S_int 1,
+    VP judge 1, or 0 on the 0-6 scale), and a failed answer BERTScore 0; so every mean, and
+    S_ER = (S_emo + S_int) / 2, runs over the same instances."""
     scores = [r.get("scores") or {} for r in records]
-    out: dict[str, Any] = {"bertscore_f1": _mean(s.get("bertscore_f1") for s in scores),
-                           "judged": sum(s.get("judge_score") is not None for s in scores)}
+    failed_answer = [r.get("parse_status") != "ok" for r in records]
+    failed_verdict = [s.get("judge_status") == "failed" for s in scores]
+    judge = [None if not s.get("judge_status") else _judge_floor(s) if bad else s.get("judge_score")
+             for s, bad in zip(scores, failed_verdict)]
+    bert = [0.0 if bad and s.get("bertscore_f1") is not None else s.get("bertscore_f1")
+            for s, bad in zip(scores, failed_answer)]
+    out: dict[str, Any] = {"bertscore_f1": _mean(bert), "judged": sum(s.get("judge_status") == "ok" for s in scores),
+                           "judge_failures": sum(failed_verdict)}
     if task == "er":
-        intensity = [instance_scores("er", r["gold"], r["prediction"])["intensity_score"] for r in records]
-        emotion = [s.get("judge_score") for s in scores]
+        intensity = [1.0 if answer or verdict else instance_scores("er", r["gold"], r["prediction"])["intensity_score"]
+                     for r, answer, verdict in zip(records, failed_answer, failed_verdict)]
         out["s_int"] = _mean(intensity)
-        out["s_emo"] = _mean(emotion)
-        both = [(e + i) / 2 for e, i in zip(emotion, intensity) if e is not None]
-        out["s_er"] = _mean(both)
+        out["s_emo"] = _mean(judge) if all(j is not None for j in judge) else None
+        out["s_er"] = None if out["s_emo"] is None else _mean((e + i) / 2 for e, i in zip(judge, intensity))
         out["judge"] = out["s_er"]
     else:
-        out["judge"] = _mean(s.get("judge_score") for s in scores)
+        out["judge"] = _mean(judge) if all(j is not None for j in judge) else None
     return out
 
 
@@ -146,6 +160,8 @@ def aggregate(task: str, records: Sequence[dict], label_spaces: dict[str, Sequen
             metrics = _generation(chosen, task)
         metrics["n"] = len(chosen)
         metrics["parse_failures"] = sum(r.get("parse_status") != "ok" for r in chosen)
+        metrics["truncated"] = sum(r.get("parse_error") == "truncated" for r in chosen)
+        metrics["refused"] = sum(str(r.get("parse_error") or "").startswith("refused") for r in chosen)
         out[scope] = metrics
     return out
 

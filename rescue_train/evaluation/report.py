@@ -73,12 +73,14 @@ def table11(results: Sequence[dict[str, Any]], with_paper: bool = True) -> str:
 
 
 def failures(results: Sequence[dict[str, Any]]) -> str:
-    lines = ["| Model | Task | n | Parse failures | Judged |", "|---|---|---:|---:|---:|"]
+    lines = ["| Model | Task | n | Parse failures | of which truncated | refused | Judged | Judge failures |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         for task, scopes in r["aggregates"].items():
             both = scopes.get("both", {})
-            judged = both.get("judged", "–") if task in ("er", "vp") else "–"
-            lines.append(f"| {name_of(r)} | {task} | {both.get('n', 0)} | {both.get('parse_failures', 0)} | {judged} |")
+            counts = [both.get(k, "–")
+                      for k in ("n", "parse_failures", "truncated", "refused", "judged", "judge_failures")]
+            lines.append(f"| {name_of(r)} | {task} | " + " | ".join(map(str, counts)) + " |")
     return "\n".join(lines)
 
 

@@ -55,12 +55,17 @@ class ViewpointPrediction(GenerationTask):
             return Parsed("failed", [], "no viewpoint list in the answer")
         speaker = inst.given_value("speaker")
         viewpoints = [
-            {"source": str(item.get("source") or speaker).strip(), "target": str(item["target"]).strip(),
-             "viewpoint": str(item["viewpoint"]).strip()}
-            for item in items
-            if isinstance(item, dict) and str(item.get("target") or "").strip()
-            and str(item.get("viewpoint") or "").strip()
+            {"source": _text(item.get("source")) or str(speaker), "target": _text(item.get("target")),
+             "viewpoint": _text(item.get("viewpoint"))}
+            for item in items if isinstance(item, dict) and _text(item.get("target")) and _text(item.get("viewpoint"))
         ]
         if not viewpoints:
             return Parsed("failed", [], "no viewpoint with a target and a text")
         return Parsed("ok", viewpoints)
+
+
+def _text(value: Any) -> str:
+    """A field's text: strings and numbers only (a nested value is no viewpoint field)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return ""
+    return str(value).strip()

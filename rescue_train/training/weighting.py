@@ -19,8 +19,10 @@ import math
 from collections import Counter
 from typing import Any, Mapping, Sequence
 
+from ..data.taxonomy import GROUP_LABEL
+
 STRATEGIES = ("none", "balanced", "sqrt")
-GROUP_LABELS = ("Couple", "Family")
+GROUP_LABELS = tuple(GROUP_LABEL.values())  # STP's whole-group targets
 
 
 def class_key(task: str, gold: Any) -> str | None:

@@ -6,9 +6,10 @@ The run is two subprocesses, each a public entry point:
    <training overrides> seed=S data.test_fold=F balance.sampling=.. balance.class_weights=.. output_dir=RUN``
    (``accelerate launch``, so whatever accelerate config the user gives applies; ``resume=auto`` continues
    an interrupted run from its last checkpoint);
-2. ``python -m rescue_train eval adapter=RUN split=run protocol=rank tasks=[task] ...``: every candidate of
-   every test-fold instance scored by its log-likelihood, so each prediction is a full ranking (a separate
-   process, so a vLLM engine's GPU memory is freed between runs).
+2. ``python -m rescue_train eval run=RUN protocol=rank tasks=[task] ...``: the run's adapter, base model and
+   whole data configuration (so the prompts are the training prompts and the test fold is the run's);
+   every candidate of every test-fold instance scored by its log-likelihood, so each prediction is a full
+   ranking (a separate process, so a vLLM engine's GPU memory is freed between runs).
 
 Logs go to ``RUN/train.log`` and ``RUN/rank_eval.log``. The record holds the ranked predictions in the
 classifier runs' format, so the same statistics, tables and plots apply.
@@ -55,16 +56,12 @@ def training_command(config: CompareConfig, strategy: str, fold: int, seed: int,
 
 
 def rank_command(config: CompareConfig, run_dir: Path, eval_dir: Path) -> list[str]:
-    """``rescue-train eval`` of the run's adapter on its own test fold, with the prompts it trained on."""
-    data = config.training_config["data"]
-    build = data["build"]
-    options = [f"{key}={build[key]}" for key in ("rpp_definition", "stp_targets", "ssp_target_emotion")]
-    if build.get("context") is not None:
-        options.append(f"context={build['context']}")
-    return [sys.executable, "-m", "rescue_train", "eval", f"adapter={run_dir}", "split=run", "protocol=rank",
-            f"tasks=[{config.task}]", f"backend={config.rank.backend}", f"batch_size={config.rank.batch_size}",
-            f"rank_score={config.rank.rank_score}", f"data={data['source']}", f"mode={data['mode']}", *options,
-            "bertscore=none", "judge=none", "progress=false", f"output={eval_dir}", *map(str, config.rank.args)]
+    """``rescue-train eval`` of the run on its own test fold; ``run=`` gives it the run's data configuration, so
+    the prompts are those it trained on."""
+    return [sys.executable, "-m", "rescue_train", "eval", f"run={run_dir}", "protocol=rank", f"tasks=[{config.task}]",
+            f"backend={config.rank.backend}", f"batch_size={config.rank.batch_size}",
+            f"rank_score={config.rank.rank_score}", "bertscore=none", "judge=none", "progress=false",
+            f"output_dir={eval_dir}", *map(str, config.rank.args)]
 
 
 def _call(command: list[str], log: Path, what: str) -> None:

@@ -1,4 +1,4 @@
-"""``rescue-train compare merge=[DIR,DIR,...] out_dir=DIR``: finished comparisons of one task in one table.
+"""``rescue-train compare merge=[DIR,DIR,...] output_dir=DIR``: finished comparisons of one task in one table.
 
 Each folder is a finished comparison (``results.json`` and its ``runs/``), e.g. the classifiers'
 (``recipe=ssp_cls``) and the fine-tuned LLMs' (``recipe=ssp_lora``). They must share the task, the split
@@ -19,7 +19,7 @@ from typing import Sequence
 from ..classifier import LabelSpace
 from .config import CompareConfig, EvalSettings
 
-MERGE_KEYS = ("merge", "out_dir", "plots", "evaluation")
+MERGE_KEYS = ("merge", "output_dir", "plots", "evaluation")
 
 
 def _load(folder: Path) -> dict:
@@ -68,13 +68,13 @@ def merge(folders: Sequence[Path], out: Path, evaluation: EvalSettings, with_plo
                 if record["fold"] in folds and record["seed"] in seeds:
                     records.append({**record, "strategy": merged_name, "file": str(Path(folder) / run_file)})
     config = CompareConfig(task=loaded[0]["task"], backend="+".join(prefixes), strategies=list(summaries),
-                           seeds=seeds, folds=folds, out_dir=str(out), evaluation=evaluation)
+                           seeds=seeds, test_folds=folds, output_dir=str(out), evaluation=evaluation)
     space = LabelSpace([tuple(name.split(":", 1)) for name in loaded[0]["labels"]])
     try:
         results, confusions = summarise(config, records, space, references, summaries)
     except KeyError as exc:
         raise ValueError(f"merge: instance {exc} is missing from some comparison's predictions; were they built "
-                         f"with other task options (data.build)?") from None
+                         f"with other data settings (data.*)?") from None
     results["provenance"] = {
         "merged": [{"folder": str(f), "backend": r["backend"], "prefix": p, "run_hash": r["provenance"]["run_hash"],
                     "config": r["provenance"]["config"]} for f, r, p in zip(folders, loaded, prefixes)],
@@ -89,7 +89,10 @@ def merge_main(argv: Sequence[str]) -> int:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    overrides = [a.lstrip("+") for a in argv]
+    from ...settings import rename
+    from .config import RENAMED
+
+    overrides = rename([a.lstrip("+") for a in argv], RENAMED)
     unknown = [a for a in overrides if a.split("=", 1)[0].split(".")[0] not in MERGE_KEYS]
     if unknown:
         raise ValueError(f"compare merge takes {', '.join(MERGE_KEYS)}; got {unknown}")
@@ -100,9 +103,9 @@ def merge_main(argv: Sequence[str]) -> int:
     except OmegaConfBaseException as exc:
         raise ValueError(f"bad compare merge setting: {exc}".splitlines()[0]) from exc
     folders = [Path(str(f)) for f in (cfg.merge if not isinstance(cfg.merge, str) else [cfg.merge])]
-    if len(folders) < 2 or not cfg.get("out_dir"):
-        raise ValueError("usage: rescue-train compare merge=[DIR,DIR,...] out_dir=DIR (two or more comparisons)")
-    out = Path(str(cfg.out_dir))
+    if len(folders) < 2 or not cfg.get("output_dir"):
+        raise ValueError("usage: rescue-train compare merge=[DIR,DIR,...] output_dir=DIR (two or more comparisons)")
+    out = Path(str(cfg.output_dir))
     results = merge(folders, out, evaluation, bool(cfg.get("plots", True)))
     print((out / "results.md").read_text())
     print(f"wrote {out}/results.json, results.md" + "".join(f", {p}" for p in results.get("plots", [])))

@@ -25,13 +25,12 @@ STATS_NOTE = {"interval": "percentile bootstrap over units",
 
 def prepare_data(config: CompareConfig, out: Path):
     from ...convert import ConvertConfig, convert
+    from ...data.config import plain
     from ...data.splits import SplitManifest
-    from ...tasks import BuildOptions
 
     data_dir = Path(config.data.converted) if config.data.converted else out / "data"
     if not config.data.converted and not (data_dir / config.task / "cls").exists():
-        convert(ConvertConfig(source=config.data.source, out=str(data_dir), tasks=[config.task], k=config.data.k,
-                              seed=config.data.split_seed, build=BuildOptions(**config.data.build)))
+        convert(ConvertConfig(data=plain(config.data), out=str(data_dir), tasks=[config.task]))
     manifest = SplitManifest.load(data_dir / "split_manifest.json")
     if manifest.scheme != "kfold":
         raise ValueError(f"{data_dir}: classifiers need a k-fold split manifest, found scheme {manifest.scheme!r}")
@@ -52,7 +51,7 @@ def fold_data(rows, manifest, space: LabelSpace, fold: int) -> dict:
     splits = fold_splits(rows, manifest.roles(fold), space)
     if not len(splits["train"]) or not len(splits["test"]):
         raise ValueError(f"test fold {fold}: {len(splits['train'])} training and {len(splits['test'])} test "
-                         f"instances; every fold needs both (use fewer folds: data.k=...)")
+                         f"instances; every fold needs both (use fewer folds: data.folds=...)")
     return splits
 
 
@@ -114,7 +113,7 @@ def run_all(config: CompareConfig, out: Path, rows, manifest, space: LabelSpace,
 
     from ...provenance import write_json_atomic
 
-    folds = config.folds if config.folds is not None else list(range(manifest.k))
+    folds = config.test_folds if config.test_folds is not None else list(range(manifest.k))
     jobs = [(s, f, seed) for s in config.strategies for f in folds for seed in config.seeds]
     path_of = {job: out / "runs" / job[0] / f"fold{job[1]}_seed{job[2]}.json" for job in jobs}
     todo = [job for job in jobs if not path_of[job].exists()]
@@ -128,7 +127,7 @@ def run_all(config: CompareConfig, out: Path, rows, manifest, space: LabelSpace,
             record = json.loads(path.read_text())
             if record.get("run_hash") != run_hash:
                 raise ValueError(f"{path} was made with other settings (hash {record.get('run_hash')}, now "
-                                 f"{run_hash}); use another out_dir")
+                                 f"{run_hash}); use another output_dir")
         else:
             splits = fold_data(rows, manifest, space, fold)
             record = {"run_hash": run_hash, **run_one(config, splits, space, strategy, fold, seed, out / "work", cache)}
@@ -156,7 +155,7 @@ def check_settings(config: CompareConfig, out: Path) -> str:
             changed = sorted(k for k in settings if previous["settings"].get(k) != json.loads(
                 json.dumps(settings[k], default=str)))
             raise ValueError(f"{out} holds a comparison made with other settings (changed: {changed}); "
-                             f"use another out_dir or remove that folder")
+                             f"use another output_dir or remove that folder")
     else:
         write_json_atomic(stamp, {"run_hash": run_hash, "settings": settings})
     return run_hash
@@ -176,7 +175,7 @@ def compare(config: CompareConfig) -> dict:
     with ``config.dry_run``, only the number of runs and the time estimate."""
     from ...provenance import git_commit, versions
 
-    out = Path(config.out_dir)
+    out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     run_hash = check_settings(config, out)
     rows, manifest, data_dir, meta = prepare_data(config, out)
