@@ -14,11 +14,12 @@ from rescue_train.data.splits import LeakageError
 from rescue_train.evaluation.metrics import SCOPES
 from rescue_train.provenance import write_json_atomic
 from rescue_train.tasks import TASKS, BuildOptions
+from rescue_train.tasks.base import RSG_CONDITIONS
 from rescue_train.tasks.rpp import DEFINITIONS
 
 from .registry import BASELINES
 from .runner import SPLITS, RunConfig, load_records, run, score
-from .table import best_of, paper_rows, render
+from .table import best_of, columns_for, paper_rows, render
 
 
 def parser() -> argparse.ArgumentParser:
@@ -36,8 +37,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--context", type=int, default=None, help="rows of context (-1 all, 0 none; default per task)")
     p.add_argument("--rpp-definition", choices=sorted(DEFINITIONS), default="D")
     p.add_argument("--stp-targets", choices=("collapse", "set"), default="collapse")
+    p.add_argument("--rsg-condition", choices=RSG_CONDITIONS, default="none",
+                   help="what RSG instances are given beyond the conversation (target, target_strategy)")
     p.add_argument("--bertscore", metavar="MODEL_DIR", default=None,
-                   help="a local model folder for BERTScore on ER/VP (left out when not given)")
+                   help="a local model folder for BERTScore on ER/VP/RSG (left out when not given)")
     p.add_argument("--bertscore-layers", type=int, default=None, help="layer bert-score reads (needed with a path)")
     p.add_argument("--predictions", nargs="+", default=[], metavar="NAME=PATH",
                    help="also score these prediction records (a .jsonl file or a folder of them), e.g. a trained "
@@ -59,6 +62,7 @@ def scored_predictions(specs: Sequence[str]) -> dict[str, dict]:
 
 def tables(results: dict, models: dict[str, dict]) -> str:
     out = []
+    columns = columns_for(results["config"]["tasks"])
     for scope in SCOPES:
         ours = {name: r["table"][scope] for name, r in results["baselines"].items() if scope in r["table"]}
         if not ours:
@@ -67,10 +71,11 @@ def tables(results: dict, models: dict[str, dict]) -> str:
         out.append(render(scope, [("paper LLMs (zero-shot, whole benchmark)", paper_rows(scope)),
                                   ("models (--predictions)", mine),
                                   (f"baselines ({results['config']['split']} split)", ours),
-                                  ("best baseline per column", {"best baseline": best_of(ours)})]))
+                                  ("best baseline per column", {"best baseline": best_of(ours, columns)})],
+                          columns))
     prov = results["provenance"]
     out.append(f"split manifest {prov['split_manifest_hash']}, seed {prov['seed']}, data {prov['data_fingerprint'][:16]}, "
-               f"commit {prov['git_commit']}. ITP/RPP/STP/SSP in %, ER/VP judge 1-5 (not computed here), "
+               f"commit {prov['git_commit']}. ITP/RPP/STP/SSP in %, ER/VP/RSG judge 1-5 (not computed here), "
                f"BERTScore F1 only with --bertscore, ER S_int 1-5.")
     out.extend(f"note: {n}" for n in prov["notes"])
     return "\n\n".join(out)
@@ -82,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = RunConfig(source=args.source, split=args.split, folds=args.folds, seed=args.seed,
                            test_fold=args.test_fold, tasks=tuple(args.tasks), baselines=tuple(args.baselines),
                            build=BuildOptions(context=args.context, rpp_definition=args.rpp_definition,
-                                              stp_targets=args.stp_targets),
+                                              stp_targets=args.stp_targets, rsg_condition=args.rsg_condition),
                            bertscore=args.bertscore, bertscore_layers=args.bertscore_layers)
         models = scored_predictions(args.predictions)
         results, records = run(config)

@@ -36,7 +36,7 @@ class RunConfig:
     tasks: tuple[str, ...] = tuple(TASKS)
     baselines: tuple[str, ...] = tuple(BASELINES)
     build: BuildOptions = field(default_factory=BuildOptions)
-    bertscore: str | None = None  # a local model folder for bert-score (ER/VP); None leaves BERTScore out
+    bertscore: str | None = None  # a local model folder for bert-score (ER/VP/RSG); None leaves BERTScore out
     bertscore_layers: int | None = None
 
     def __post_init__(self):
@@ -103,7 +103,7 @@ def predict_all(samples, manifest: SplitManifest, config: RunConfig) -> dict[str
                 raise ValueError(f"{fold.name}: no {task} training instances outside the test units, so no "
                                  f"baseline can be fitted (too few units for this split)")
             for name in config.baselines:
-                if task not in BASELINES[name].tasks:
+                if not BASELINES[name].covers(task):
                     continue
                 baseline = BASELINES[name](task, seed=config.seed).fit(train)
                 for inst, prediction in zip(test, baseline.predict(test)):
@@ -112,10 +112,10 @@ def predict_all(samples, manifest: SplitManifest, config: RunConfig) -> dict[str
 
 
 def add_bertscore(records: list[dict], model_path: str, num_layers: int) -> None:
-    """BERTScore F1 of the ER/VP records, in place, exactly as the evaluator computes it."""
+    """BERTScore F1 of the records of tasks scored with it, in place, exactly as the evaluator computes it."""
     from rescue_train.evaluation.bertscore import BertScore, texts
 
-    chosen = [r for r in records if r["task"] in ("er", "vp")]
+    chosen = [r for r in records if TASKS[r["task"]].bertscore]
     if not chosen:
         return
     pairs = [texts(r["task"], r["gold"], r["prediction"]) for r in chosen]

@@ -14,6 +14,7 @@ from typing import Sequence
 
 from .data.schema import DataError
 from .tasks import ANSWER_FORMATS, MODES, TASKS, BuildOptions
+from .tasks.base import RSG_CONDITIONS
 from .tasks.rpp import DEFINITIONS
 
 # command -> (module, function, one-line help); each function takes the remaining argv.
@@ -33,7 +34,8 @@ DISPATCH = {
 def _build_options(args: argparse.Namespace) -> BuildOptions:
     return BuildOptions(context=args.context, rpp_definition=args.rpp_definition,
                         rpp_include_current=args.rpp_include_current, stp_targets=args.stp_targets,
-                        ssp_target_emotion=args.ssp_target_emotion)
+                        ssp_target_emotion=args.ssp_target_emotion, rsg_condition=args.rsg_condition,
+                        rsg_min_words=args.rsg_min_words, rsg_per_sample=args.rsg_per_sample)
 
 
 def _add_build_args(parser: argparse.ArgumentParser) -> None:
@@ -46,6 +48,11 @@ def _add_build_args(parser: argparse.ArgumentParser) -> None:
                         help="multi-person targets: collapse to the group label, or keep exact sets")
     parser.add_argument("--ssp-target-emotion", action="store_true",
                         help="give SSP the target's latest annotated emotion")
+    parser.add_argument("--rsg-condition", choices=RSG_CONDITIONS, default="none",
+                        help="what RSG gives beyond the conversation: none, the target, or target and strategy")
+    parser.add_argument("--rsg-min-words", type=int, default=5, help="RSG keeps therapist turns of at least N words")
+    parser.add_argument("--rsg-per-sample", type=int, default=0,
+                        help="RSG keeps at most N evenly spaced turns per sample (0: all)")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -3,11 +3,12 @@
 Defaults follow the reference scripts: distilbert-base-uncased, its default layer (5), no idf weighting,
 no baseline rescaling. A local model folder needs ``num_layers`` (bert-score only knows layers by name).
 
-What is compared:
+What is compared is the task's choice (``Task.bertscore_texts``):
 
 * ER: the predicted emotion phrase against the annotated emotion description;
 * VP (our protocol; the authors never implemented one): the predicted viewpoint strings joined with
-  ``"; "`` in the model's order, against the gold viewpoint strings joined the same way in annotation order.
+  ``"; "`` in the model's order, against the gold viewpoint strings joined the same way in annotation order;
+* RSG: the generated therapist turn against the real one.
 
 An empty prediction (a parse failure) scores 0 without calling the model.
 """
@@ -16,20 +17,12 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-JOIN = "; "
-
-
-def join_viewpoints(items: Sequence[dict[str, Any]] | None) -> str:
-    return JOIN.join(str(v.get("viewpoint", "")).strip() for v in items or () if str(v.get("viewpoint", "")).strip())
+from ..tasks import TASKS
 
 
 def texts(task: str, gold: Any, prediction: Any) -> tuple[str, str]:
     """(candidate, reference) strings for one record."""
-    if task == "er":
-        return str((prediction or {}).get("emotion") or "").strip(), str(gold["emotion"]).strip()
-    if task == "vp":
-        return join_viewpoints(prediction), join_viewpoints(gold)
-    raise ValueError(f"BERTScore applies to er and vp, not {task}")
+    return TASKS[task].bertscore_texts(gold, prediction)
 
 
 class BertScore:

@@ -61,6 +61,9 @@ class EvalConfig:
     rpp_definition: str = "D"
     stp_targets: str = "collapse"
     ssp_target_emotion: bool = False
+    rsg_condition: str = "none"  # none | target | target_strategy: what RSG gives beyond the conversation
+    rsg_min_words: int = 5
+    rsg_per_sample: int = 0  # > 0: at most this many evenly spaced RSG turns per sample
     limit: Optional[int] = None  # at most this many instances per task (smoke runs)
     output: str = "runs/eval"
     overwrite: bool = False  # start over when the output holds a run with another config

@@ -1,9 +1,12 @@
-"""LLM-as-judge for ER and VP: rubric prompts (our own wording), any backend, raw judge output kept.
+"""LLM-as-judge: each task's rubric prompts (``Task.judge_checks``, our own wording), any backend, raw judge
+output kept.
 
 * ER: S_emo, how well the predicted emotion phrase matches the annotated one, 1-5 (intensity is scored
   separately by formula, so the judge ignores it).
 * VP: the paper's 1-5 Likert score for the whole predicted set against the gold set (``likert5``), or the
   reference scripts' scheme (``ref0to6``): pairings 0-2 plus viewpoint 0-4, summed by us, not the judge.
+* RSG: relation-aware support 1-5 for the generated turn and for the real therapist's turn, and (condition
+  target_strategy) whether each turn enacts the given strategy toward the given target, 0/1.
 
 A prediction that failed to parse is not sent to the judge: it gets the bottom of the scale. A judge answer
 that cannot be read leaves the score empty (``judge_status`` failed) with the raw text kept.
@@ -13,78 +16,40 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..tasks import Instance
-from ..tasks.base import find_json
+from ..tasks import TASKS, Instance
+from ..tasks.base import JudgeCheck, Rubric, find_json
 from .backends import Backend, Messages
 
 SYSTEM = ("You grade the answers of a model that analyses couple and family therapy transcripts, against an "
           "expert annotator's reference. Judge meaning, not wording. Reply with JSON only.")
 
-ER_RUBRIC = (
-    "How well does the predicted emotion capture the speaker's emotion in the reference? Ignore intensity "
-    "(it is scored separately).\n"
-    "5 = the same emotion, with the same nuance\n"
-    "4 = the same core emotion; a nuance is missing or added\n"
-    "3 = partly the same: overlapping or closely related emotions\n"
-    "2 = a different emotion with only a faint link to the reference\n"
-    "1 = unrelated or opposite, or no emotion given\n"
-    'Reply as {"score": <1-5>, "reason": "<one sentence>"}.'
-)
 
-VP_LIKERT = (
-    "How well does the predicted set recover the reference viewpoints: whom each view is about, and what it "
-    "says? Accept paraphrases.\n"
-    "5 = every reference viewpoint is recovered with its target, and nothing contradicts them\n"
-    "4 = the main viewpoints are recovered; minor omissions or extra views\n"
-    "3 = partly recovered: a right target with a vaguer view, or only some of the viewpoints\n"
-    "2 = only weakly related to the reference\n"
-    "1 = wrong targets or views, or none given\n"
-    'Reply as {"score": <1-5>, "reason": "<one sentence>"}.'
-)
-
-VP_REF06 = (
-    "Grade two parts. Pairings (who holds a view about whom), 0-2: 0 = mostly wrong or missing, 1 = partly "
-    "recovered, 2 = all reference pairings essentially recovered. Viewpoint content, 0-4: 0 = wrong, 1 = weakly "
-    "related, 2 = close, 3 = essentially the same, 4 = almost exact. Accept paraphrases.\n"
-    'Reply as {"source_target_score": <0-2>, "viewpoint_score": <0-4>, "reason": "<one sentence>"}.'
-)
-
-SCALES = {("er", "likert5"): (1, 5), ("er", "ref0to6"): (1, 5), ("vp", "likert5"): (1, 5), ("vp", "ref0to6"): (0, 6)}
+def rubric(task: str, vp_scale: str) -> Rubric:
+    """The task's main rubric (the one behind ``judge_score``)."""
+    found = TASKS[task].judge_rubric(vp_scale)
+    if found is None:
+        raise ValueError(f"task {task} is not judged")
+    return found
 
 
-def _viewpoints(items: Sequence[dict[str, Any]] | None) -> str:
-    lines = [f"- {v.get('source', '?')} about {v.get('target', '?')}: {v.get('viewpoint', '')}"
-             + (f" (attitude: {v['attitude']})" if v.get("attitude") else "") for v in items or ()]
-    return "\n".join(lines) or "(none)"
-
-
-def _turn(inst: Instance | None) -> str:
-    if inst is None or inst.sample is None or inst.current is None:
-        return ""
-    row = inst.sample.row(inst.current)
-    return f"The speaker's turn: {row.speaker}: \"{row.dialogue}\"\n"
+def check_prompt(check: JudgeCheck) -> Messages:
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"{check.material}\n\n{check.rubric.text}"}]
 
 
 def prompt(record: dict[str, Any], inst: Instance | None, vp_scale: str) -> Messages:
-    if record["task"] == "er":
-        predicted = (record["prediction"] or {}).get("emotion") or "(none)"
-        body = (f"{_turn(inst)}Reference emotion: {record['gold']['emotion']}\nPredicted emotion: {predicted}\n\n"
-                + ER_RUBRIC)
-    else:
-        body = (f"{_turn(inst)}Reference viewpoints:\n{_viewpoints(record['gold'])}\n"
-                f"Predicted viewpoints:\n{_viewpoints(record['prediction'])}\n\n"
-                + (VP_LIKERT if vp_scale == "likert5" else VP_REF06))
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": body}]
+    """The judge prompt of the record's main check."""
+    return check_prompt(TASKS[record["task"]].judge_checks(record, inst, vp_scale)[0])
+
+
+def rubric_schema(chosen: Rubric) -> dict[str, Any]:
+    fields: dict[str, Any] = {name: {"type": "integer", "minimum": low, "maximum": high}
+                              for name, low, high in chosen.fields}
+    fields["reason"] = {"type": "string"}
+    return {"type": "object", "properties": fields, "required": list(fields), "additionalProperties": False}
 
 
 def schema(task: str, vp_scale: str) -> dict[str, Any]:
-    if task == "vp" and vp_scale == "ref0to6":
-        fields = {"source_target_score": {"type": "integer", "minimum": 0, "maximum": 2},
-                  "viewpoint_score": {"type": "integer", "minimum": 0, "maximum": 4}}
-    else:
-        fields = {"score": {"type": "integer", "minimum": 1, "maximum": 5}}
-    fields["reason"] = {"type": "string"}
-    return {"type": "object", "properties": fields, "required": list(fields), "additionalProperties": False}
+    return rubric_schema(rubric(task, vp_scale))
 
 
 def _integer(value: Any, low: int, high: int) -> int | None:
@@ -97,24 +62,31 @@ def _integer(value: Any, low: int, high: int) -> int | None:
     return int(number) if number.is_integer() and low <= number <= high else None
 
 
-def parse(task: str, text: str, vp_scale: str) -> dict[str, Any]:
-    """The judge's score from its raw answer: ``judge_score`` and, for ref0to6, its two parts."""
+def read_score(chosen: Rubric, text: str) -> dict[str, Any]:
+    """The judge's score from its raw answer under ``chosen``: ``judge_score`` (the sum of the rubric's
+    fields) and, for a rubric of several fields, each part."""
     payload = find_json(text or "")
     if not isinstance(payload, dict):
         return {"judge_score": None, "judge_status": "failed", "judge_error": "no JSON object in the judge answer"}
-    reason = payload.get("reason")
-    if task == "vp" and vp_scale == "ref0to6":
-        pairs = _integer(payload.get("source_target_score"), 0, 2)
-        view = _integer(payload.get("viewpoint_score"), 0, 4)
-        if pairs is None or view is None:
-            return {"judge_score": None, "judge_status": "failed",
-                    "judge_error": "source_target_score 0-2 and viewpoint_score 0-4 are required"}
-        return {"judge_score": pairs + view, "judge_status": "ok", "source_target_score": pairs,
-                "viewpoint_score": view, "judge_reason": reason}
-    score = _integer(payload.get("score"), 1, 5)
-    if score is None:
-        return {"judge_score": None, "judge_status": "failed", "judge_error": "score must be an integer 1-5"}
-    return {"judge_score": score, "judge_status": "ok", "judge_reason": reason}
+    parts = {name: _integer(payload.get(name), low, high) for name, low, high in chosen.fields}
+    if any(v is None for v in parts.values()):
+        wanted = " and ".join(f"{name} {low}-{high}" for name, low, high in chosen.fields)
+        return {"judge_score": None, "judge_status": "failed",
+                "judge_error": f"{wanted} {'is' if len(parts) == 1 else 'are'} required (integers)"}
+    extra = parts if len(parts) > 1 else {}
+    return {"judge_score": sum(parts.values()), "judge_status": "ok", **extra, "judge_reason": payload.get("reason")}
+
+
+def parse(task: str, text: str, vp_scale: str) -> dict[str, Any]:
+    """The judge's score from its raw answer to the task's main rubric."""
+    return read_score(rubric(task, vp_scale), text)
+
+
+def _prefixed(line: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """Score keys of one check: ``judge_*`` for the main one, ``<prefix>*`` for the others."""
+    if prefix == "judge_":
+        return line
+    return {(prefix + k[len("judge_"):] if k.startswith("judge_") else prefix + k): v for k, v in line.items()}
 
 
 class Judge:
@@ -122,24 +94,26 @@ class Judge:
         self.backend, self.model, self.vp_scale, self.max_new_tokens = backend, model, vp_scale, max_new_tokens
 
     def judge(self, records: Sequence[dict[str, Any]], instances: dict[str, Instance]) -> list[dict[str, Any]]:
-        """Score lines (id, judge_score, judge_status, judge_raw, ...) for ER/VP ``records``, in order."""
-        lines: list[dict[str, Any] | None] = [None] * len(records)
-        asked = []
+        """One score line per record, in order: ``id`` plus, for each of its task's judge checks, the
+        score, status, raw answer, model and scale under the check's prefix (``judge_score``, ...)."""
+        lines: list[dict[str, Any]] = [{"id": record["id"]} for record in records]
+        asked: list[tuple[int, JudgeCheck]] = []
         for i, record in enumerate(records):
-            low, high = SCALES[(record["task"], self.vp_scale)]
-            base = {"id": record["id"], "judge_model": self.model, "judge_scale": f"{low}-{high}"}
-            if record["parse_status"] != "ok":
-                lines[i] = {**base, "judge_score": low, "judge_status": "not judged: the prediction did not parse",
-                            "judge_raw": None}
-            else:
-                asked.append(i)
+            for check in TASKS[record["task"]].judge_checks(record, instances.get(record["id"]), self.vp_scale):
+                low, high = check.rubric.low, check.rubric.high
+                base = {"judge_model": self.model, "judge_scale": f"{low}-{high}"}
+                if check.of_prediction and record["parse_status"] != "ok":
+                    lines[i].update(_prefixed({**base, "judge_score": low, "judge_raw": None,
+                                               "judge_status": "not judged: the prediction did not parse"},
+                                              check.prefix))
+                else:
+                    lines[i].update(_prefixed(base, check.prefix))
+                    asked.append((i, check))
         if asked:
             texts = self.backend.generate(
-                [prompt(records[i], instances.get(records[i]["id"]), self.vp_scale) for i in asked],
+                [check_prompt(check) for _, check in asked],
                 max_new_tokens=[self.max_new_tokens] * len(asked),
-                constraints=[{"json": schema(records[i]["task"], self.vp_scale)} for i in asked])
-            for i, text in zip(asked, texts):
-                low, high = SCALES[(records[i]["task"], self.vp_scale)]
-                lines[i] = {"id": records[i]["id"], "judge_model": self.model, "judge_scale": f"{low}-{high}",
-                            **parse(records[i]["task"], text, self.vp_scale), "judge_raw": text}
-        return lines  # type: ignore[return-value]
+                constraints=[{"json": rubric_schema(check.rubric)} for _, check in asked])
+            for (i, check), text in zip(asked, texts):
+                lines[i].update(_prefixed({**read_score(check.rubric, text), "judge_raw": text}, check.prefix))
+        return lines

@@ -26,7 +26,7 @@ from typing import Any, Iterable
 from ..data import load_benchmark
 from ..data.splits import SplitManifest, assign_units, check_leakage, make_manifest
 from ..provenance import config_hash, git_commit, versions, write_json_atomic
-from ..tasks import BuildOptions, Instance, build
+from ..tasks import TASKS, BuildOptions, Instance, build
 from .config import RUNTIME_KEYS, EvalConfig, ModelSpec, make_backend, resolve_model, to_dict, use_run_split
 from .metrics import aggregate, table5_row, task_labels
 from .protocols import predict
@@ -48,7 +48,8 @@ def load_instances(cfg: EvalConfig) -> EvalData:
     """The test instances of every requested task (the whole benchmark, or the test fold of a manifest)."""
     bench = load_benchmark(cfg.data)
     options = BuildOptions(context=cfg.context, rpp_definition=cfg.rpp_definition, stp_targets=cfg.stp_targets,
-                           ssp_target_emotion=cfg.ssp_target_emotion)
+                           ssp_target_emotion=cfg.ssp_target_emotion, rsg_condition=cfg.rsg_condition,
+                           rsg_min_words=cfg.rsg_min_words, rsg_per_sample=cfg.rsg_per_sample)
     if cfg.split == "none":
         manifest = make_manifest(bench.samples, "none")
         keep = None
@@ -239,7 +240,7 @@ def run_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalDa
     records = [done[i] for i in instances]
     scores = folder.done_scores()
     for scorer in scorers:
-        todo_records = [r for r in records if r["task"] in ("er", "vp") and scorer.key not in scores.get(r["id"], {})]
+        todo_records = [r for r in records if scorer.applies(r["task"]) and scorer.key not in scores.get(r["id"], {})]
         with _progress(len(todo_records), f"{variant.name}: {scorer.name}", cfg.progress) as bar:
             for part in _chunks(todo_records, scorer.chunk):
                 lines = scorer.score(part, instances, records)
@@ -255,6 +256,10 @@ def run_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalDa
 class BertScoreStage:
     name, key, chunk = "bertscore", "bertscore_f1", 256
 
+    @staticmethod
+    def applies(task: str) -> bool:
+        return TASKS[task].bertscore
+
     def __init__(self, cfg: EvalConfig):
         self.cfg = cfg.bertscore
         self.metric = None
@@ -263,7 +268,7 @@ class BertScoreStage:
         from .bertscore import BertScore, texts
 
         if self.metric is None:  # loaded on first use; idf weights come from all references of the run
-            refs = [texts(r["task"], r["gold"], r["prediction"])[1] for r in records if r["task"] in ("er", "vp")]
+            refs = [texts(r["task"], r["gold"], r["prediction"])[1] for r in records if self.applies(r["task"])]
             self.metric = BertScore(self.cfg.model, self.cfg.num_layers, self.cfg.idf, self.cfg.rescale,
                                     self.cfg.batch_size, self.cfg.device, idf_sentences=refs)
         pairs = [texts(r["task"], r["gold"], r["prediction"]) for r in part]
@@ -274,6 +279,10 @@ class BertScoreStage:
 
 class JudgeStage:
     name, key = "judge", "judge_status"
+
+    @staticmethod
+    def applies(task: str) -> bool:
+        return TASKS[task].judged
 
     def __init__(self, cfg: EvalConfig, backend=None):
         from .judge import Judge
@@ -330,6 +339,8 @@ def write_results(cfg, spec, variant, data, backend_info, identity, folder, reco
                           for scope, agg in aggregates[task].items()} for task in cfg.tasks},
         "aggregates": aggregates,
         "table5": {scope: table5_row(aggregates, scope) for scope in ("couple", "family", "both")},
+        # The same columns for the gold answers themselves, where a task scores them (RSG's real turns).
+        "human_reference": {scope: table5_row(aggregates, scope, source="human") for scope in ("couple", "family", "both")},
         "records": records,
     }
     write_json_atomic(folder.path / "results.json", results)

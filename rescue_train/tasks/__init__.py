@@ -1,4 +1,5 @@
-"""The six RESCUE-Bench tasks. A new task is one module plus one line in ``TASKS``."""
+"""The RESCUE-Bench tasks: the paper's six and RSG (the therapist's next turn). A new task is one module
+plus one line in ``TASKS``: building, prompting, parsing and scoring all dispatch on the ``Task`` object."""
 
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ from .context import build_messages
 from .er import EmotionRecognition
 from .itp import InterventionTiming
 from .rpp import RelationPattern
+from .rsg import SupportGeneration
 from .ssp import SupportStrategy
 from .stp import SupportTarget
 from .vp import ViewpointPrediction
 
 TASKS: dict[str, Task] = {t.name: t for t in (
     InterventionTiming(), RelationPattern(), SupportTarget(), SupportStrategy(), EmotionRecognition(),
-    ViewpointPrediction(),
+    ViewpointPrediction(), SupportGeneration(),
 )}
 CLOSED_SET_TASKS = tuple(name for name, t in TASKS.items() if t.closed_set)
 
