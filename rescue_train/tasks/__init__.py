@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..data.schema import Sample
-from .base import ANSWER_FORMATS, MODES, BuildOptions, BuildResult, Instance, Parsed, Task
+from .base import (ANSWER_FORMATS, METRICS, MODES, BuildOptions, BuildResult, Instance, JudgeCheck, Parsed, ReportColumn,
+                   Rubric, Task)
 from .context import build_messages
 from .er import EmotionRecognition
 from .itp import InterventionTiming
@@ -45,5 +46,5 @@ def render(inst: Instance, mode: str = "dialogue", fmt: str = "label") -> list[d
     return build_messages(inst, TASKS[inst.task].instruction(inst, fmt), mode)
 
 
-__all__ = ["ANSWER_FORMATS", "CLOSED_SET_TASKS", "MODES", "TASKS", "BuildOptions", "BuildResult",
-           "Instance", "Parsed", "Task", "build", "get_task", "render"]
+__all__ = ["ANSWER_FORMATS", "CLOSED_SET_TASKS", "METRICS", "MODES", "TASKS", "BuildOptions", "BuildResult",
+           "Instance", "JudgeCheck", "Parsed", "ReportColumn", "Rubric", "Task", "build", "get_task", "render"]
