@@ -91,10 +91,10 @@ class SupportGeneration(Task):
         k = self.context_size(options)
         for sample in samples:
             turns = []
-            for row in sample.rows:
+            for position, row in enumerate(sample.rows):
                 if not row.is_therapist:
                     continue
-                given = self._given(row, sample, options, result)
+                given = self._given(row, position, sample, options, result)
                 if given is not None:
                     turns.append((row, given))
             picked = evenly_spaced(turns, options.rsg_per_sample, single="first")
@@ -108,10 +108,10 @@ class SupportGeneration(Task):
                 ))
         return result
 
-    def _given(self, row: Row, sample: Sample, options: BuildOptions, result: BuildResult):
+    def _given(self, row: Row, position: int, sample: Sample, options: BuildOptions, result: BuildResult):
         """The task inputs for a therapist row, or None (counted) when the row is left out."""
         scenario = sample.scenario
-        if row.row_index <= 1:
+        if position == 0:
             count(result.excluded, scenario, "no row before the therapist turn")
             return None
         if word_count(row.dialogue) < options.rsg_min_words:
