@@ -42,6 +42,10 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--bertscore", metavar="MODEL_DIR", default=None,
                    help="a local model folder for BERTScore on ER/VP/RSG (left out when not given)")
     p.add_argument("--bertscore-layers", type=int, default=None, help="layer bert-score reads (needed with a path)")
+    p.add_argument("--judge-model", default=None, metavar="NAME",
+                   help="judge the ER/VP/RSG predictions with this model of an OpenAI-compatible server (the "
+                        "evaluator's rubrics; the key comes from $OPENAI_API_KEY)")
+    p.add_argument("--judge-url", default=None, metavar="URL", help="the judge server's base URL (with --judge-model)")
     p.add_argument("--predictions", nargs="+", default=[], metavar="NAME=PATH",
                    help="also score these prediction records (a .jsonl file or a folder of them), e.g. a trained "
                         "model's evaluation output, and print them as rows")
@@ -75,7 +79,7 @@ def tables(results: dict, models: dict[str, dict]) -> str:
                           columns))
     prov = results["provenance"]
     out.append(f"split manifest {prov['split_manifest_hash']}, seed {prov['seed']}, data {prov['data_fingerprint'][:16]}, "
-               f"commit {prov['git_commit']}. ITP/RPP/STP/SSP in %, ER/VP/RSG judge 1-5 (not computed here), "
+               f"commit {prov['git_commit']}. ITP/RPP/STP/SSP in %, ER/VP/RSG judge 1-5 only with --judge-model, "
                f"BERTScore F1 only with --bertscore, ER S_int 1-5.")
     out.extend(f"note: {n}" for n in prov["notes"])
     return "\n\n".join(out)
@@ -88,7 +92,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                            test_fold=args.test_fold, tasks=tuple(args.tasks), baselines=tuple(args.baselines),
                            build=BuildOptions(context=args.context, rpp_definition=args.rpp_definition,
                                               stp_targets=args.stp_targets, rsg_condition=args.rsg_condition),
-                           bertscore=args.bertscore, bertscore_layers=args.bertscore_layers)
+                           bertscore=args.bertscore, bertscore_layers=args.bertscore_layers,
+                           judge_model=args.judge_model, judge_base_url=args.judge_url)
         models = scored_predictions(args.predictions)
         results, records = run(config)
     except (DataError, LeakageError, ValueError, FileNotFoundError) as exc:

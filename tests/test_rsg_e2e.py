@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from rsg_helpers import RsgJudgeServer, check_judged_records, judge_args
+from rsg_helpers import RsgJudgeServer, check_judged_records, judge_args, support_score
 from sft_helpers import ROOT
 
 from rescue_train.cli import main as rescue_train
@@ -52,13 +52,19 @@ def test_convert_stats_and_baselines_cli(tmp_path, capsys):
     assert re.search(r"^rsg\s+couple\s+\d+\s+-\s", capsys.readouterr().out, re.M)
 
     names = ["repeat_client", "generic_reply", "tfidf_retrieval"]
-    assert rescue_train(["baselines", "bundled", "--tasks", "rsg", "--baselines", *names, "--json"]) == 0
+    with RsgJudgeServer() as server:
+        assert rescue_train(["baselines", "bundled", "--tasks", "rsg", "--baselines", *names, "--json",
+                             "--judge-model", "rule-judge", "--judge-url", server.url]) == 0
     results = json.loads(capsys.readouterr().out)
     generic = results["baselines"]["generic_reply"]["aggregates"]["rsg"]["both"]
     # the fixed reply has 31 words, 25 of them distinct (lower-cased): the same for every instance
     assert generic["length_words"] == 31.0 and generic["n"] == len(built.instances)
     assert generic["distinct_1"] == pytest.approx(25 / (31 * generic["n"]))
     assert set(results["baselines"]) == set(names)
+    # the judge's rules: the generic reply is a question (5); the real turns score as they do in eval
+    assert generic["judge"] == 5.0
+    assert generic["human"]["judge"] == pytest.approx(sum(support_score(i.gold) for i in built.instances)
+                                                      / len(built.instances))
     assert rescue_train(["baselines", "bundled", "--tasks", "rsg", "--baselines", *names]) == 0
     assert "RSG LLM" in capsys.readouterr().out
 
