@@ -66,9 +66,10 @@ class FakeOpenAIServer:
     """A real local HTTP server speaking the OpenAI chat-completions protocol, with answers that depend on
     the request: judge prompts are graded by comparing predicted and reference emotion, task prompts get a
     fixed well-formed answer (the first candidate for closed-set questions). ``fail_first`` requests get a
-    500 (to exercise the client's retries); prompts containing ``REJECT`` get a 400."""
+    500 (to exercise the client's retries); prompts containing ``REJECT`` get a 400. ``answer`` (the last
+    message's text -> the reply) replaces the built-in answers."""
 
-    def __init__(self, fail_first: int = 0):
+    def __init__(self, fail_first: int = 0, answer=None):
         import json
         import re
         import threading
@@ -78,7 +79,7 @@ class FakeOpenAIServer:
         self.fail_first = fail_first
         server = self
 
-        def answer(content: str) -> str:
+        def default_answer(content: str) -> str:
             if "Reference emotion:" in content:
                 ref = re.search(r"Reference emotion: (.*)", content).group(1)
                 pred = re.search(r"Predicted emotion: (.*)", content).group(1)
@@ -93,6 +94,8 @@ class FakeOpenAIServer:
                 return '{"viewpoints": [{"target": "Therapist", "viewpoint": "she does not listen"}]}'
             match = re.search(r"Candidates: ([^,\n]+)", content)
             return match.group(1).strip() if match else "no idea"
+
+        reply = answer or default_answer
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):
@@ -110,7 +113,7 @@ class FakeOpenAIServer:
                 else:
                     self._send(200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                                      "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                                         "role": "assistant", "content": answer(content)}}]})
+                                         "role": "assistant", "content": reply(content)}}]})
 
             def _send(self, status, payload):
                 data = json.dumps(payload).encode()

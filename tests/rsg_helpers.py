@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+
+from evaluation_helpers import FakeOpenAIServer
 
 from rescue_train.data import load_samples
 from rescue_train.tasks import BuildOptions, build
@@ -27,51 +27,21 @@ def adheres(turn: str, targets) -> int:
     return int(any(name in turn for name in targets))
 
 
-class RsgJudgeServer:
-    """A real local HTTP server speaking the chat-completions protocol, grading RSG judge prompts by the
-    rules above (and answering any other prompt with a fixed therapist turn)."""
+def rsg_judge_answer(content: str) -> str:
+    """The fake judge's reply: RSG judge prompts graded by the rules above, any other prompt answered with a
+    fixed therapist turn."""
+    if CANDIDATE not in content:
+        return "Ann, what do you need from Ben right now?"
+    turn = content.split(CANDIDATE, 1)[1].rsplit('"\n\n', 1)[0]
+    if '"adheres"' in content:
+        addressed = re.search(r"The turn addresses (.+?)\.\n", content).group(1)
+        return json.dumps({"adheres": adheres(turn, re.findall(r"[A-Z][\w'-]*", addressed)), "reason": "rule"})
+    return json.dumps({"score": support_score(turn), "reason": "rule"})
 
-    def __init__(self):
-        server = self
-        self.requests: list[dict] = []
 
-        def answer(content: str) -> str:
-            if CANDIDATE not in content:
-                return "Ann, what do you need from Ben right now?"
-            turn = content.split(CANDIDATE, 1)[1].rsplit('"\n\n', 1)[0]
-            if '"adheres"' in content:
-                addressed = re.search(r"The turn addresses (.+?)\.\n", content).group(1)
-                names = [n for n in re.findall(r"[A-Z][\w'-]*", addressed)]
-                return json.dumps({"adheres": adheres(turn, names), "reason": "rule"})
-            return json.dumps({"score": support_score(turn), "reason": "rule"})
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.requests.append(body)
-                data = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                                   "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                                       "role": "assistant", "content": answer(body["messages"][-1]["content"])}}]})
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data.encode())
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+def rsg_judge_server() -> FakeOpenAIServer:
+    """A real local HTTP server speaking the chat-completions protocol, replying by ``rsg_judge_answer``."""
+    return FakeOpenAIServer(answer=rsg_judge_answer)
 
 
 def judge_args(url: str) -> list[str]:

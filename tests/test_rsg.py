@@ -8,6 +8,7 @@ import json
 import pytest
 
 from factory import row, sample, strategy
+from test_judge import Scripted
 from rescue_train.data import load_samples, taxonomy
 from rescue_train.evaluation.judge import Judge
 from rescue_train.evaluation.metrics import aggregate, distinct_n, table5_row
@@ -127,17 +128,6 @@ def test_aggregate_scores_the_model_and_the_real_turns_alike():
     assert (row["rsg_llm"], row["rsg_adherence"], row["rsg_words"]) == (2.5, 50.0, 3.0)
     human = table5_row({"rsg": aggregate("rsg", records)}, "both", source="human")
     assert (human["rsg_llm"], human["rsg_bert"], human["rsg_adherence"]) == (4.0, 1.0, 100.0)
-
-
-class Scripted:
-    name, can_rank = "scripted", False
-
-    def __init__(self, answers):
-        self.answers, self.prompts = list(answers), []
-
-    def generate(self, prompts, **kwargs):
-        self.prompts += prompts
-        return [self.answers.pop(0) for _ in prompts]
 
 
 def test_judge_grades_generated_and_real_turns_blind_and_checks_adherence():

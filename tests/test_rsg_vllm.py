@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("vllm")
 
 import evaluation_helpers  # noqa: E402,F401  (offline settings)
-from rsg_helpers import RsgJudgeServer, check_judged_records, judge_args  # noqa: E402
+from rsg_helpers import check_judged_records, judge_args, rsg_judge_server  # noqa: E402
 
 from rescue_train.evaluation.config import load_config  # noqa: E402
 from rescue_train.evaluation.runner import run  # noqa: E402
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.vllm
 
 
 def test_rsg_eval_through_vllm_with_a_judge(tmp_path):
-    with RsgJudgeServer() as server:
+    with rsg_judge_server() as server:
         cfg = load_config(["model=tiny", "backend=vllm", "tasks=[rsg]", "limit=3", "max_new_tokens=16",
                            "rsg_condition=target_strategy", "dtype=float32", "max_model_len=8192", "bertscore=none",
                            "progress=false", f"output={tmp_path}", *judge_args(server.url)])
