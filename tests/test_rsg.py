@@ -71,10 +71,10 @@ def test_gold_is_the_stored_utterance_and_inputs_follow_the_condition():
     by_row = {i.row_index: i for i in rsg([couple()], rsg_condition="target_strategy").instances}
     five, nine = by_row[5], by_row[9]
     assert five.gold == "  Ben, what happens inside you when she says that?  "
-    assert five.context == (1, 2, 3, 4) and five.current is None and five.id == "c1/001::rsg::row5"
+    assert tuple(five.context) == (1, 2, 3, 4) and five.current is None and five.id == "c1/001::rsg::row5"
     assert dict(five.given) == {"condition": "target_strategy", "targets": ("Ben",), "strategy": "evoke",
                                 "strategy_definition": EVOKE}
-    assert nine.context == (4, 5, 6, 7, 8)
+    assert tuple(nine.context) == (4, 5, 6, 7, 8)
     user = render(nine)[1]["content"]
     assert "The turn addresses the whole couple (Couple).\nIts main strategy is goal_align: " in user
     assert "So you both want to feel close" not in user and "row 9" in user
