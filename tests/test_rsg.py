@@ -106,23 +106,31 @@ def test_distinct_n_counts_unique_ngrams_over_all_outputs():
     assert distinct_n(["", "one"], 2) is None
 
 
+def verdicts(**scores):
+    """Score keys as the judge writes them: <check>_score, <check>_status and <check>_scale."""
+    out = {}
+    for check, value in scores.items():
+        out.update({f"{check}_score": value, f"{check}_status": "ok",
+                    f"{check}_scale": "0-1" if "adherence" in check else "1-5"})
+    return out
+
+
 def test_aggregate_scores_the_model_and_the_real_turns_alike():
     records = [
         {"task": "rsg", "scenario": "couple", "gold": "Ben, what happens now?", "parse_status": "ok",
          "prediction": "I hear you, I hear you",
-         "scores": {"bertscore_f1": 0.8, "judge_score": 4, "adherence_score": 1, "human_judge_score": 5,
-                    "human_adherence_score": 1}},
+         "scores": {"bertscore_f1": 0.8, **verdicts(judge=4, adherence=1, human_judge=5, human_adherence=1)}},
         {"task": "rsg", "scenario": "family", "gold": "Say more", "parse_status": "failed", "prediction": "",
-         "scores": {"bertscore_f1": 0.0, "judge_score": 1, "adherence_score": 0, "human_judge_score": 3,
-                    "human_adherence_score": 1}},
+         "scores": {"bertscore_f1": 0.0, **verdicts(judge=1, adherence=0, human_judge=3, human_adherence=1)}},
     ]
     both = aggregate("rsg", records)["both"]
     # predictions: 6 words + 0; unigrams i hear you i hear you (3 of 6 distinct), bigrams 3 of 5 distinct
-    assert both == {"bertscore_f1": pytest.approx(0.4), "judge": 2.5, "judged": 2, "adherence": 0.5,
+    expected = {"bertscore_f1": pytest.approx(0.4), "judge": 2.5, "judged": 2, "adherence": 0.5,
                     "length_words": 3.0, "distinct_1": 0.5, "distinct_2": pytest.approx(0.6),
                     "human": {"bertscore_f1": 1.0, "judge": 4.0, "adherence": 1.0, "length_words": 3.0,
                               "distinct_1": 1.0, "distinct_2": 1.0},
                     "n": 2, "parse_failures": 1}
+    assert {key: both[key] for key in expected} == expected
     assert aggregate("rsg", records)["family"]["judge"] == 1.0
     row = table5_row({"rsg": aggregate("rsg", records)}, "both")
     assert (row["rsg_llm"], row["rsg_adherence"], row["rsg_words"]) == (2.5, 50.0, 3.0)
