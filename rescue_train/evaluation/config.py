@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..tasks import MODES, TASKS
+from ..tasks.base import RSG_CONDITIONS
 from .backends import BACKENDS
 
 PROTOCOLS = ("sft", "paper", "rank")
@@ -146,6 +147,7 @@ def validate(cfg: EvalConfig) -> None:
     choose("rank_score", cfg.rank_score, ("sum", "mean"))
     choose("judge.backend", cfg.judge.backend, ("none", *BACKENDS))
     choose("judge.vp_scale", cfg.judge.vp_scale, VP_SCALES)
+    choose("rsg_condition", cfg.rsg_condition, RSG_CONDITIONS)
     cfg.tasks = [t.lower() for t in as_list(cfg.tasks)]
     for task in cfg.tasks:
         choose("tasks", task, tuple(TASKS))
