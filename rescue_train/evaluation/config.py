@@ -144,10 +144,10 @@ def validate(cfg: EvalConfig) -> None:
     choose("protocol", cfg.protocol, PROTOCOLS)
     choose("mode", cfg.mode, MODES)
     choose("split", cfg.split, ("none", "kfold", "run"))
+    choose("rsg_condition", cfg.rsg_condition, RSG_CONDITIONS)
     choose("rank_score", cfg.rank_score, ("sum", "mean"))
     choose("judge.backend", cfg.judge.backend, ("none", *BACKENDS))
     choose("judge.vp_scale", cfg.judge.vp_scale, VP_SCALES)
-    choose("rsg_condition", cfg.rsg_condition, RSG_CONDITIONS)
     cfg.tasks = [t.lower() for t in as_list(cfg.tasks)]
     for task in cfg.tasks:
         choose("tasks", task, tuple(TASKS))
