@@ -88,7 +88,7 @@ ROLES = (GROUP, LAST_SPEAKER, OTHER, SUBSET)
 
 
 def shown_rows(inst: Instance) -> tuple[int, ...]:
-    return inst.context + ((inst.current,) if inst.current is not None else ())
+    return (*inst.context, *((inst.current,) if inst.current is not None else ()))
 
 
 def clients_by_recency(inst: Instance) -> list[str]:

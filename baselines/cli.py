@@ -9,36 +9,32 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from rescue_train.data import config as data_config
 from rescue_train.data.schema import DataError
 from rescue_train.data.splits import LeakageError
 from rescue_train.evaluation.metrics import SCOPES
 from rescue_train.provenance import write_json_atomic
-from rescue_train.tasks import TASKS, BuildOptions
-from rescue_train.tasks.base import RSG_CONDITIONS
-from rescue_train.tasks.rpp import DEFINITIONS
+from rescue_train.settings import deprecated, plain_warnings
+from rescue_train.tasks import TASKS
 
 from .registry import BASELINES
 from .runner import SPLITS, RunConfig, load_records, run, score
 from .table import best_of, columns_for, paper_rows, render
 
 
+BASELINE_DATA = ("context", "rpp_definition", "rpp_include_current", "stp_targets", "ssp_target_emotion",
+                 "rsg_condition", "rsg_min_words", "rsg_per_sample", "split", "folds", "split_seed", "test_fold")
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rescue-train baselines",
-                                description="Trivial baselines scored like the models, beside the paper's LLMs.")
+                                description="Trivial baselines scored like the models, beside the paper's LLMs. "
+                                            "Without --test-fold every test fold is scored; the split seed "
+                                            "also seeds the random baselines.")
     p.add_argument("source", help="benchmark_191.jsonl, a per-sample folder, a saved dataset or 'bundled'")
-    p.add_argument("--split", choices=SPLITS, default="kfold",
-                   help="kfold: fit on the other folds, predict each test fold; none: leave one unit out")
-    p.add_argument("--folds", type=int, default=5, help="number of grouped folds (kfold)")
-    p.add_argument("--test-fold", type=int, default=None,
-                   help="kfold: score only this test fold (the one a trained model was tested on)")
-    p.add_argument("--seed", type=int, default=0, help="split seed and the random baselines' seed")
     p.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS))
     p.add_argument("--baselines", nargs="+", choices=list(BASELINES), default=list(BASELINES))
-    p.add_argument("--context", type=int, default=None, help="rows of context (-1 all, 0 none; default per task)")
-    p.add_argument("--rpp-definition", choices=sorted(DEFINITIONS), default="D")
-    p.add_argument("--stp-targets", choices=("collapse", "set"), default="collapse")
-    p.add_argument("--rsg-condition", choices=RSG_CONDITIONS, default="none",
-                   help="what RSG instances are given beyond the conversation (target, target_strategy)")
+    data_config.add_flags(p, include=BASELINE_DATA, splits=SPLITS, defaults={"test_fold": None})
     p.add_argument("--bertscore", metavar="MODEL_DIR", default=None,
                    help="a local model folder for BERTScore on ER/VP/RSG (left out when not given)")
     p.add_argument("--bertscore-layers", type=int, default=None, help="layer bert-score reads (needed with a path)")
@@ -49,9 +45,20 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--predictions", nargs="+", default=[], metavar="NAME=PATH",
                    help="also score these prediction records (a .jsonl file or a folder of them), e.g. a trained "
                         "model's evaluation output, and print them as rows")
-    p.add_argument("--out", default=None, help="write results.json and predictions/<baseline>.jsonl here")
+    p.add_argument("--output-dir", default=None, help="write results.json and predictions/<baseline>.jsonl here")
+    p.add_argument("--out", dest="output_dir", action=data_config.Renamed, new="--output-dir", help=argparse.SUPPRESS)
     p.add_argument("--json", action="store_true", help="print the results JSON instead of the tables")
     return p
+
+
+def old_split_none(argv: list[str]) -> list[str]:
+    """``--split none`` meant leave one unit out here ("everything is test" in convert and eval)."""
+    out = list(argv)
+    for i, arg in enumerate(out):
+        if arg == "--split=none" or (arg == "none" and i and out[i - 1] == "--split"):
+            deprecated("--split none is deprecated for baselines; use --split leave_one_unit_out")
+            out[i] = arg.replace("none", "leave_one_unit_out")
+    return out
 
 
 def scored_predictions(specs: Sequence[str]) -> dict[str, dict]:
@@ -86,22 +93,24 @@ def tables(results: dict, models: dict[str, dict]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    plain_warnings()
+    args = parser().parse_args(old_split_none(list(sys.argv[1:] if argv is None else argv)))
     try:
-        config = RunConfig(source=args.source, split=args.split, folds=args.folds, seed=args.seed,
-                           test_fold=args.test_fold, tasks=tuple(args.tasks), baselines=tuple(args.baselines),
-                           build=BuildOptions(context=args.context, rpp_definition=args.rpp_definition,
-                                              stp_targets=args.stp_targets, rsg_condition=args.rsg_condition),
-                           bertscore=args.bertscore, bertscore_layers=args.bertscore_layers,
-                           judge_model=args.judge_model, judge_base_url=args.judge_url)
+        one_fold, args.test_fold = args.test_fold, args.test_fold or 0
+        data = data_config.from_flags(args)
+        config = RunConfig(source=data.source, split=data.split, folds=data.folds, seed=data.split_seed,
+                           test_fold=one_fold, tasks=tuple(args.tasks), baselines=tuple(args.baselines),
+                           build=data.build_options(), bertscore=args.bertscore,
+                           bertscore_layers=args.bertscore_layers, judge_model=args.judge_model,
+                           judge_base_url=args.judge_url)
         models = scored_predictions(args.predictions)
         results, records = run(config)
     except (DataError, LeakageError, ValueError, FileNotFoundError) as exc:
         print(f"rescue-train baselines: error: {exc}", file=sys.stderr)
         return 2
     results["models"] = {name: {**r, "source": spec} for (name, r), spec in zip(models.items(), args.predictions)}
-    if args.out:
-        out = Path(args.out)
+    if args.output_dir:
+        out = Path(args.output_dir)
         write_json_atomic(out / "results.json", results)
         for name, chosen in records.items():
             path = out / "predictions" / f"{name}.jsonl"
@@ -109,11 +118,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in chosen), encoding="utf-8")
     print(json.dumps(results, indent=2, ensure_ascii=False) if args.json else tables(results, models))
     return 0
-
-
-def run_one(*names: str) -> int:
-    """``python -m baselines.<module> DATA [options]``: the command with only that module's baselines."""
-    return main([*sys.argv[1:], "--baselines", *names])
 
 
 if __name__ == "__main__":

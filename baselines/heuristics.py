@@ -137,8 +137,3 @@ class Heuristic(Baseline):
             raise ValueError(f"{self.name} for {self.task}: no training instances to take a constant from")
         return table.get(inst.scenario, table["both"])
 
-
-if __name__ == "__main__":
-    from .cli import run_one
-
-    raise SystemExit(run_one(Heuristic.name))

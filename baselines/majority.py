@@ -15,8 +15,3 @@ class Majority(ClosedSetBaseline):
     def _predict(self, test):
         return [rank_candidates(inst, candidate_scores(inst, scenario_counts(self.counts, inst))) for inst in test]
 
-
-if __name__ == "__main__":
-    from .cli import run_one
-
-    raise SystemExit(run_one(Majority.name))

@@ -46,8 +46,3 @@ class Uniform(LabelPrior):
     def weights(self, inst) -> dict[str, float]:
         return {c: 1.0 for c in inst.candidates}
 
-
-if __name__ == "__main__":
-    from .cli import run_one
-
-    raise SystemExit(run_one(LabelPrior.name, Uniform.name))

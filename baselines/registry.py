@@ -1,5 +1,4 @@
-"""The baselines by name (kept out of the package's ``__init__`` so that ``python -m baselines.<module>``
-runs a module that was not imported yet)."""
+"""The baselines by name (kept out of the package's ``__init__``, which stays import-free)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Run the baselines over grouped folds and score them with the evaluator's metric code.
 
 ``kfold``: for each test fold of the grouped manifest (``rescue_train.data.splits``), fit on the training
-and validation units and predict the test fold. ``none``: leave one unit out (fit on every other unit,
+and validation units and predict the test fold. ``leave_one_unit_out``: leave one unit out (fit on every other unit,
 predict the held-out one), so every instance is predicted, as in the paper's whole-benchmark evaluation.
 """
 
@@ -22,7 +22,7 @@ from rescue_train.tasks import TASKS, BuildOptions, build
 
 from .registry import BASELINES
 
-SPLITS = ("kfold", "none")
+SPLITS = ("kfold", "leave_one_unit_out")
 RECORD_KEYS = ("task", "scenario", "gold", "prediction")
 
 
@@ -44,7 +44,8 @@ class RunConfig:
 
     def __post_init__(self):
         if self.split not in SPLITS:
-            raise ValueError(f"split must be one of {SPLITS}, got {self.split!r}")
+            raise ValueError(f"split must be one of {SPLITS}, got {self.split!r}"
+                             + (" (the baselines' old 'none' is leave_one_unit_out)" if self.split == "none" else ""))
         unknown = sorted(set(self.tasks) - set(TASKS)) + sorted(set(self.baselines) - set(BASELINES))
         if unknown:
             raise ValueError(f"unknown task or baseline: {', '.join(unknown)} (tasks: {', '.join(TASKS)}; "
@@ -65,7 +66,7 @@ class Fold:
 
 def plan_folds(manifest: SplitManifest, split: str, test_fold: int | None = None) -> list[Fold]:
     units = frozenset(manifest.samples.values())
-    if split == "none":
+    if split == "leave_one_unit_out":
         folds = [Fold(f"unit:{u}", units - {u}, frozenset({u})) for u in sorted(units)]
     else:
         chosen = range(manifest.k) if test_fold is None else [test_fold]
@@ -162,7 +163,7 @@ def score(records: Iterable[dict]) -> dict[str, Any]:
 def run(config: RunConfig) -> tuple[dict[str, Any], dict[str, list[dict]]]:
     """(results with provenance, baseline -> prediction records)."""
     benchmark = load_benchmark(config.source)
-    scheme = "none" if config.split == "none" else "kfold"
+    scheme = "none" if config.split == "leave_one_unit_out" else "kfold"
     manifest = make_manifest(benchmark.samples, scheme, k=config.folds, seed=config.seed)
     # The fits are small: one BLAS thread is faster, and multi-threaded OpenBLAS spins badly on a busy machine.
     with threadpool_limits(limits=1):

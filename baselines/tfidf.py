@@ -73,8 +73,3 @@ class TfidfLogRegBalanced(TfidfLogReg):
     name = "tfidf_lr_balanced"
     class_weight = "balanced"
 
-
-if __name__ == "__main__":
-    from .cli import run_one
-
-    raise SystemExit(run_one(TfidfLogReg.name, TfidfLogRegBalanced.name))

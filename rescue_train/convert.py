@@ -9,38 +9,52 @@
 * ``gen/`` (ER, VP) – prompt messages and the gold answer for generation;
 
 plus ``OUT/split_manifest.json`` (written once, then reused) and ``OUT/convert_meta.json`` (options,
-counts, exclusions, source fingerprint, versions). Every dataset row carries ``fold`` and ``split`` so a
-trainer can pick any fold of the k-fold manifest; the DatasetDict's keys are the splits for ``test_fold``.
+counts, exclusions, load notes, source fingerprint, versions). Every dataset row carries ``fold`` and
+``split`` so a trainer can pick any fold of the k-fold manifest; the DatasetDict's keys are the splits for
+``test_fold``. ``OUT`` is complete or absent: it is written beside itself and renamed into place at the
+end (:mod:`rescue_train.atomic`).
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from .atomic import complete_or_absent
 from .data import load_benchmark
-from .data.splits import assign_units, load_or_make_manifest
+from .data.config import DataConfig
+from .data.splits import SplitManifest, assign_units, check_leakage, load_or_make_manifest
 from .provenance import versions, write_json_atomic
-from .tasks import TASKS, BuildOptions, Instance, build, get_task, render
+from .tasks import TASKS, Instance, build, get_task, render
 
 SPLIT_ORDER = ("train", "validation", "test")
+KEEPS = ("convert_meta.json", "split_manifest.json")  # what marks a folder as convert's own
 
 
 @dataclass
 class ConvertConfig:
-    source: str = "bundled"
+    data: DataConfig = field(default_factory=DataConfig)
     out: str = "out/data"
     tasks: Sequence[str] = tuple(TASKS)
-    mode: str = "dialogue"
-    answer_format: str = "label"
-    scheme: str = "kfold"
-    k: int = 5
-    seed: int = 0
-    test_fold: int = 0
-    build: BuildOptions = field(default_factory=BuildOptions)
+
+
+def manifest_for(samples, data: DataConfig, out: Path) -> SplitManifest:
+    """The split manifest of ``data`` saved as ``out/split_manifest.json``: ``data.manifest`` when given (checked
+    against the samples), else the one already there or a new one."""
+    if data.split == "leave_one_unit_out":
+        raise ValueError("data.split=leave_one_unit_out is for baselines; convert writes kfold, holdout or none")
+    target = out / "split_manifest.json"
+    if data.manifest and Path(data.manifest).resolve() != target.resolve():
+        manifest = SplitManifest.load(data.manifest)
+        check_leakage(samples, manifest)
+        out.mkdir(parents=True, exist_ok=True)
+        manifest.save(target)
+        return manifest
+    return load_or_make_manifest(samples, target, data.split, data.folds, data.split_seed)
 
 
 def sft_row(inst: Instance, mode: str, fmt: str) -> dict[str, Any]:
@@ -74,36 +88,51 @@ def _dataset_dict(rows: list[dict[str, Any]]):
 
 def convert(config: ConvertConfig) -> dict[str, Any]:
     """Write every requested task's datasets; returns the metadata also written to convert_meta.json."""
+    data = config.data
+    bench = load_benchmark(data.source)
     out = Path(config.out)
-    bench = load_benchmark(config.source)
-    manifest = load_or_make_manifest(bench.samples, out / "split_manifest.json", config.scheme, config.k, config.seed)
-    roles = manifest.roles(config.test_fold)
+    if out.is_dir() and any(out.iterdir()) and not any((out / name).is_file() for name in KEEPS):
+        # The folder is replaced as a whole at the end: never take over one that holds something else.
+        raise ValueError(f"{out}: a folder that is neither empty nor a `rescue-train convert` output (no "
+                         f"{' or '.join(KEEPS)}); choose a new or empty folder for --output-dir")
+    kept_manifest = out / "split_manifest.json"
+    if kept_manifest.exists() and not data.manifest:  # checked in place first, so a mismatch names the user's file
+        load_or_make_manifest(bench.samples, kept_manifest, data.split, data.folds, data.split_seed)
+    with complete_or_absent(config.out) as out:
+        return _write(config, bench, out)
+
+
+def _write(config: ConvertConfig, bench, out: Path) -> dict[str, Any]:
+    data = config.data
+    manifest = manifest_for(bench.samples, data, out)
+    roles = manifest.roles(data.test_fold)
     units = assign_units(bench.samples)
     meta: dict[str, Any] = {
         "source": bench.source, "source_fingerprint": bench.fingerprint, "load_notes": bench.notes,
         # The output folder is left out so the same input gives byte-identical files wherever written.
-        "config": {**{k: v for k, v in asdict(config).items() if k != "out"}, "tasks": list(config.tasks)},
+        "config": {"data": asdict(data), "tasks": list(config.tasks)},
         "manifest_hash": manifest.hash,
         "manifest_notes": manifest.notes, "versions": versions(), "tasks": {},
     }
     for name in config.tasks:
         task = get_task(name)
-        result = build(task.name, bench.samples, config.build, units)
+        result = build(task.name, bench.samples, data.build_options(), units)
         records = []
         for inst in result.instances:
             fold = manifest.assignment[inst.unit]
             record = {**inst.to_record(), "fold": fold if isinstance(fold, int) else -1, "split": roles[inst.unit]}
             records.append(record)
         folder = out / task.name
-        folder.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(folder, ignore_errors=True)  # an earlier conversion's files are hard links: never rewrite them
+        folder.mkdir(parents=True)
         lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
         (folder / "instances.jsonl").write_text(lines, encoding="utf-8")
         keys = ("id", "task", "scenario", "unit", "sample_id", "fold", "split")
         base = [{k: r[k] for k in keys} for r in records]
-        sft = [{**b, **sft_row(i, config.mode, config.answer_format)} for b, i in zip(base, result.instances)]
+        sft = [{**b, **sft_row(i, data.mode, data.answer_format)} for b, i in zip(base, result.instances)]
         _dataset_dict(sft).save_to_disk(str(folder / "sft"))
         if task.closed_set:
-            _dataset_dict([{**b, **cls_row(i, config.mode)} for b, i in zip(base, result.instances)]
+            _dataset_dict([{**b, **cls_row(i, data.mode)} for b, i in zip(base, result.instances)]
                           ).save_to_disk(str(folder / "cls"))
         else:
             _dataset_dict([{**b, **gen_row(i, s)} for b, i, s in zip(base, result.instances, sft)]

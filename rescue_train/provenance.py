@@ -47,5 +47,15 @@ def write_json_atomic(path: str | Path, data: Any) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False, default=str) + "\n")
+    # backslashreplace: a lone surrogate (from a model answer) is written as its JSON escape and reads back.
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False, default=str) + "\n",
+                   encoding="utf-8", errors="backslashreplace")
     tmp.replace(path)
+
+
+def unfinished_training_run(run_dir: str | Path, provenance: dict[str, Any]) -> None:
+    """Refuse a training run folder whose run never finished: its adapter may be missing or half written,
+    and a checkpoint found below it would silently stand in for the trained model."""
+    if provenance.get("status") == "running":
+        raise ValueError(f"{run_dir}: this training run did not finish (provenance.json says status 'running': "
+                         f"it was killed, or is still going); rerun the same train command to resume it")

@@ -11,7 +11,8 @@ from . import paper
 from .data import Sample, load_benchmark
 from .data.splits import assign_units
 from .provenance import versions
-from .tasks import TASKS, BuildOptions, build, render
+from .tasks import TASKS, BuildOptions, build
+from .tasks.context import PromptSizer
 from .tasks.rpp import DEFINITIONS
 
 
@@ -25,6 +26,7 @@ def compute_stats(samples: Sequence[Sample], options: BuildOptions | None = None
         "tasks": {},
         "rpp_definitions": {},
     }
+    sizer = PromptSizer("dialogue")  # the size of the user message render(instance) makes
     for name, task in TASKS.items():
         result = build(name, samples, options, units)
         paper_counts = paper.TABLE6.get(name, {})  # tasks beyond the paper have no published counts
@@ -34,7 +36,7 @@ def compute_stats(samples: Sequence[Sample], options: BuildOptions | None = None
             labels = Counter(task.stats_label(i) for i in chosen)
             labels.pop(None, None)
             # prompt sizes (dialogue mode) help choose max_length / max_model_len: about 4 characters a token
-            lengths = sorted(len(render(i)[1]["content"]) for i in chosen)
+            lengths = sorted(sizer.context_chars(i) + 2 + len(TASKS[name].instruction(i, "label")) for i in chosen)
             per_scenario[scenario] = {
                 "instances": len(chosen),
                 "prompt_chars": {"median": lengths[len(lengths) // 2], "max": lengths[-1]} if lengths else None,
@@ -81,6 +83,8 @@ def format_stats(stats: dict[str, Any]) -> str:
                 lines.append("  labels: " + ", ".join(f"{k} {v} ({100 * v / total:.1f}%)" for k, v in s["labels"].items()))
             for reason, n in s["excluded"].items():
                 lines.append(f"  excluded {n:>5}  {reason}")
+    if stats.get("load_notes"):
+        lines += ["", *(f"note: {note}" for note in stats["load_notes"])]
     return "\n".join(lines)
 
 

@@ -12,13 +12,13 @@ rm -rf "$OUT"
 echo "== 1. what the task rules make of the bundled data (beside the paper's Table 6)"
 rescue-train stats bundled | head -16
 echo "== 2. convert to training and evaluation datasets"
-rescue-train convert bundled --out "$OUT/data"
+rescue-train convert bundled --output-dir "$OUT/data"
 echo "== 3. fine-tune the tiny model with LoRA on SSP (fold 0 held out)"
 accelerate launch --num_processes 1 --num_machines 1 --mixed_precision no --dynamo_backend no \
     train.py recipe=ssp_lora model=tiny train.max_steps=30 train.eval_steps=15 output_dir="$OUT/ssp_lora"
 echo "== 4. evaluate base model and adapter on the held-out fold (rank scoring, transformers backend)"
-rescue-train eval adapter="$OUT/ssp_lora" split=run include_base=true tasks=[ssp,stp,rpp,itp] protocol=rank \
-    bertscore=none output="$OUT/eval"
+rescue-train eval run="$OUT/ssp_lora" include_base=true tasks=[ssp,stp,rpp,itp] protocol=rank \
+    bertscore=none output_dir="$OUT/eval"
 echo "== 5. report beside the paper's Table 5 / Table 11"
 rescue-train report "$OUT/eval/base" "$OUT/eval/ssp_lora" --out "$OUT/report"
 echo "== 6. trivial baselines on the same held-out fold"

@@ -62,6 +62,28 @@ class Counting:
         pass
 
 
+def task_answer(content: str) -> str:
+    """A well-formed answer to a task or judge prompt: judge prompts are graded by comparing predicted and
+    reference emotion, task prompts get a fixed answer (the first candidate for closed-set questions)."""
+    import json
+    import re
+
+    if "Reference emotion:" in content:
+        ref = re.search(r"Reference emotion: (.*)", content).group(1)
+        pred = re.search(r"Predicted emotion: (.*)", content).group(1)
+        return json.dumps({"score": 5 if ref == pred else 2, "reason": "compared"})
+    if "Reference viewpoints" in content:
+        if "source_target_score" in content:
+            return 'Grades: {"source_target_score": 1, "viewpoint_score": 3, "reason": "close"}'
+        return '{"score": 3, "reason": "partly"}'
+    if '"intensity"' in content or "predicted_intensity_score" in content:
+        return '{"emotion": "feels hurt", "intensity": 5}'
+    if "viewpoint" in content:
+        return '{"viewpoints": [{"target": "Therapist", "viewpoint": "she does not listen"}]}'
+    match = re.search(r"Candidates: ([^,\n]+)", content)
+    return match.group(1).strip() if match else "no idea"
+
+
 class FakeOpenAIServer:
     """A real local HTTP server speaking the OpenAI chat-completions protocol, with answers that depend on
     the request: judge prompts are graded by comparing predicted and reference emotion, task prompts get a
@@ -71,7 +93,6 @@ class FakeOpenAIServer:
 
     def __init__(self, fail_first: int = 0, answer=None):
         import json
-        import re
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -79,23 +100,7 @@ class FakeOpenAIServer:
         self.fail_first = fail_first
         server = self
 
-        def default_answer(content: str) -> str:
-            if "Reference emotion:" in content:
-                ref = re.search(r"Reference emotion: (.*)", content).group(1)
-                pred = re.search(r"Predicted emotion: (.*)", content).group(1)
-                return json.dumps({"score": 5 if ref == pred else 2, "reason": "compared"})
-            if "Reference viewpoints" in content:
-                if "source_target_score" in content:
-                    return 'Grades: {"source_target_score": 1, "viewpoint_score": 3, "reason": "close"}'
-                return '{"score": 3, "reason": "partly"}'
-            if '"intensity"' in content or "predicted_intensity_score" in content:
-                return '{"emotion": "feels hurt", "intensity": 5}'
-            if "viewpoint" in content:
-                return '{"viewpoints": [{"target": "Therapist", "viewpoint": "she does not listen"}]}'
-            match = re.search(r"Candidates: ([^,\n]+)", content)
-            return match.group(1).strip() if match else "no idea"
-
-        reply = answer or default_answer
+        reply = answer or task_answer
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):

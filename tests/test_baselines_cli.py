@@ -16,7 +16,7 @@ from rescue_train.tasks import TASKS, build
 
 @pytest.mark.slow
 def test_kfold_run_predicts_every_instance_once_without_leaks(tmp_path, capsys):
-    assert rescue_train(["baselines", "bundled", "--out", str(tmp_path)]) == 0
+    assert rescue_train(["baselines", "bundled", "--output-dir", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     for expected in ("== couple ==", "== family ==", "== both ==", "GPT-4o (paper)", "LLM average (paper)",
                      "tfidf_lr_balanced", "best baseline"):
@@ -36,8 +36,8 @@ def test_kfold_run_predicts_every_instance_once_without_leaks(tmp_path, capsys):
 
 
 def test_leave_one_unit_out_holds_out_each_unit_in_turn(tmp_path):
-    assert rescue_train(["baselines", "bundled", "--split", "none", "--tasks", "rpp", "--baselines", "majority",
-                         "--out", str(tmp_path), "--json"]) == 0
+    assert rescue_train(["baselines", "bundled", "--split", "leave_one_unit_out", "--tasks", "rpp", "--baselines", "majority",
+                         "--output-dir", str(tmp_path), "--json"]) == 0
     results = json.loads((tmp_path / "results.json").read_text())
     units = set(assign_units(load_samples("bundled")).values())
     assert sorted(f["test_units"][0] for f in results["folds"]) == sorted(units)
@@ -51,7 +51,7 @@ def test_scored_predictions_become_rows(tmp_path, capsys):
                                    "prediction": ["pursue_withdraw", "attack_attack"], "parse_status": "ok"}) + "\n")
     assert rescue_train(["baselines", "bundled", "--tasks", "rpp", "--baselines", "majority",
                          "--predictions", f"my-model={records}"]) == 0
-    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("my-model"))
+    line = next(row for row in capsys.readouterr().out.splitlines() if row.startswith("my-model"))
     assert line.split()[1:5] == ["-", "-", "-", "0.00"]
 
 
@@ -68,7 +68,7 @@ def test_config_errors():
     with pytest.raises(ValueError, match="needs --bertscore-layers"):
         RunConfig(source="bundled", bertscore="/some/model")
     with pytest.raises(ValueError, match="--test-fold needs --split kfold"):
-        RunConfig(source="bundled", split="none", test_fold=0)
+        RunConfig(source="bundled", split="leave_one_unit_out", test_fold=0)
     with pytest.raises(ValueError, match="unknown task or baseline: nope"):
         RunConfig(source="bundled", baselines=("nope",))
     assert set(RunConfig(source="bundled").tasks) == set(TASKS)
@@ -80,10 +80,10 @@ def test_an_evaluation_folder_is_read_with_its_scores(tmp_path):
     record = {"id": "s::er::row3", "task": "er", "scenario": "couple", "gold": {"emotion": "sad", "intensity": 4},
               "prediction": {"emotion": "sad", "intensity": 6}, "parse_status": "ok"}
     (run / "predictions.jsonl").write_text(json.dumps(record) + "\n")
-    (run / "scores.jsonl").write_text(json.dumps({"id": "s::er::row3", "judge_score": 4.0}) + "\n"
+    (run / "scores.jsonl").write_text(json.dumps({"id": "s::er::row3", "judge_score": 4.0, "judge_status": "ok"}) + "\n"
                                       + json.dumps({"id": "s::er::row3", "bertscore_f1": 0.5}) + "\n")
     records = load_records(tmp_path / "eval")
-    assert records[0]["scores"] == {"judge_score": 4.0, "bertscore_f1": 0.5}
+    assert records[0]["scores"] == {"judge_score": 4.0, "judge_status": "ok", "bertscore_f1": 0.5}
     # S_int = max(1, 5 - |6 - 4|) = 3; S_ER = (judge 4 + 3) / 2
     row = score(records)["table"]["both"]
     assert (row["er_llm"], row["er_bert"], row["er_s_int"]) == (3.5, 0.5, 3.0)

@@ -168,7 +168,7 @@ def test_train_entry_points_dispatch_classifier_recipes(capsys):
     assert main(["recipe=rpp_cls", "strategy=focal"]) == 2  # torch-only strategy on the sklearn default
     assert "do not apply to backend=sklearn" in capsys.readouterr().err
     assert main(["recipe=rpp_cls", "seeds=[0,1]"]) == 2  # compare's keys are not train settings
-    assert "bad train setting" in capsys.readouterr().err
+    assert "unknown key seeds; did you mean seed?" in capsys.readouterr().err
     done = subprocess.run([sys.executable, "train.py", "recipe=ssp_cls", "strategy=inverse_freq", "data.test_fold=2",
                            "--cfg"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -27,15 +27,18 @@ def test_load_config_merges_recipe_and_overrides_and_always_compares_against_non
     assert (config.task, config.backend, config.recipe) == ("rpp", "sklearn", "rpp_cls")
     assert config.strategies == ["none", "posthoc_la", "oversample"]
     assert config.seeds == [0, 1] and config.sklearn.C == 0.5
-    assert config.out_dir == "runs/compare/rpp_cls-sklearn"
+    assert config.output_dir == "runs/compare/rpp_cls-sklearn"
     assert "smote" in load_config(["recipe=ssp_cls"]).strategies
     assert "crt" in load_config(["recipe=ssp_cls", "backend=torch"]).strategies
 
 
 @pytest.mark.parametrize("argv, message", [
     (["recipe=rpp_cls", "strategies=[focal]"], "do not apply to backend=sklearn"),
-    (["recipe=rpp_cls", "sklearn.nope=1"], "bad compare setting"),
-    (["recipe=no_such_recipe"], "no recipe 'no_such_recipe'"),
+    (["recipe=rpp_cls", "sklearn.nope=1"], "unknown key sklearn.nope"),
+    (["recipe=rpp_cls", "sklearn.C=big"], "sklearn.C: expected a float, got 'big'"),
+    (["recipe=rpp_cls", "data.split_sed=1"], "unknown key data.split_sed; did you mean data.split_seed"),
+    (["recipe=no_such_recipe"], "unknown recipe 'no_such_recipe'"),
+    (["recipe=rpp_clss"], "did you mean rpp_cls"),
     (["recipe=rpp_cls", "task=er"], "not a closed-set task"),
     (["recipe=rpp_cls", "oops"], "key=value"),
 ])
@@ -112,7 +115,7 @@ def test_bootstrap_resamples_units_not_rows():
 
 
 def _run(tmp_path, *extra):
-    argv = ["recipe=rpp_cls", f"out_dir={tmp_path / 'cmp'}", "evaluation.bootstrap=100",
+    argv = ["recipe=rpp_cls", f"output_dir={tmp_path / 'cmp'}", "evaluation.bootstrap=100",
             "evaluation.permutations=100", *extra]
     assert compare.main(argv) == 0
     return json.loads((tmp_path / "cmp" / "results.json").read_text())
@@ -151,7 +154,7 @@ def test_sklearn_compare_on_bundled_data_writes_everything_and_resumes(tmp_path)
 
 @pytest.mark.slow
 def test_torch_compare_with_tiny_encoder_on_bundled_data(tmp_path):
-    results = _run(tmp_path, "backend=torch", "strategies=[ldam_drw,crt,posthoc_la]", "folds=[0,1]",
+    results = _run(tmp_path, "backend=torch", "strategies=[ldam_drw,crt,posthoc_la]", "test_folds=[0,1]",
                    "torch.steps=3", "torch.batch_size=4", "torch.crt_steps=2", "torch.max_length=128", "plots=false")
     assert list(results["strategies"]) == ["none", "ldam_drw", "crt", "posthoc_la"]
     assert results["folds"] == [0, 1] and "plots" not in results
@@ -163,7 +166,7 @@ def test_torch_compare_with_tiny_encoder_on_bundled_data(tmp_path):
 
 @pytest.mark.slow
 def test_torch_compare_with_tiny_decoder_and_lora(tmp_path):
-    results = _run(tmp_path, "backend=torch", "strategies=[balanced_softmax]", "folds=[0]", "torch.model=tiny",
+    results = _run(tmp_path, "backend=torch", "strategies=[balanced_softmax]", "test_folds=[0]", "torch.model=tiny",
                    "torch.lora=true", "torch.steps=2", "torch.batch_size=2", "torch.max_length=96", "plots=false",
                    "recipe=ssp_cls")
     assert results["task"] == "ssp" and set(results["strategies"]) == {"none", "balanced_softmax"}

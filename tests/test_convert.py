@@ -12,6 +12,7 @@ import pytest
 from factory import emotion, raw_sample, row, strategy, viewpoint
 from rescue_train.cli import main as cli_main
 from rescue_train.convert import ConvertConfig, convert
+from rescue_train.data.config import DataConfig
 
 T = "Therapist"
 WORDS = "I just do not feel heard by you at all."
@@ -47,9 +48,9 @@ def files(folder: Path):
 
 
 def test_same_input_gives_byte_identical_outputs(source, tmp_path):
-    convert(ConvertConfig(source=str(source), out=str(tmp_path / "a")))
+    convert(ConvertConfig(data=DataConfig(source=str(source)), out=str(tmp_path / "a")))
     # the second run in another process with another string-hash seed: no set or dict order may leak out
-    subprocess.run([sys.executable, "-m", "rescue_train", "convert", str(source), "--out", str(tmp_path / "b")],
+    subprocess.run([sys.executable, "-m", "rescue_train", "convert", str(source), "--output-dir", str(tmp_path / "b")],
                    check=True, capture_output=True, env={**os.environ, "PYTHONHASHSEED": "12345"})
     first, second = files(tmp_path / "a"), files(tmp_path / "b")
     assert first.keys() == second.keys() and len(first) > 30
@@ -58,7 +59,7 @@ def test_same_input_gives_byte_identical_outputs(source, tmp_path):
 
 def test_instances_contract_and_datasets(source, tmp_path):
     out = tmp_path / "out"
-    meta = convert(ConvertConfig(source=str(source), out=str(out), k=3))
+    meta = convert(ConvertConfig(data=DataConfig(source=str(source), folds=3), out=str(out)))
     lines = [json.loads(line) for line in (out / "ssp" / "instances.jsonl").read_text().splitlines()]
     # 12 samples x 2 therapist rows with in-taxonomy strategies
     assert len(lines) == 24 and meta["tasks"]["ssp"]["instances"] == {"couple": 24}
@@ -94,8 +95,8 @@ def test_instances_contract_and_datasets(source, tmp_path):
 
 def test_options_reach_the_datasets(source, tmp_path):
     out = tmp_path / "json"
-    convert(ConvertConfig(source=str(source), out=str(out), tasks=["rpp", "vp"], answer_format="json",
-                          mode="audiovisual", scheme="none"))
+    convert(ConvertConfig(data=DataConfig(source=str(source), answer_format="json", mode="audiovisual", split="none"),
+                          out=str(out), tasks=["rpp", "vp"]))
     sft = datasets.load_from_disk(str(out / "rpp" / "sft"))
     assert list(sft) == ["test"] and set(sft["test"]["fold"]) == {-1}
     answer = json.loads(sft["test"][0]["messages"][2]["content"])
@@ -107,7 +108,7 @@ def test_options_reach_the_datasets(source, tmp_path):
 
 
 def test_cli_convert_and_stats(source, tmp_path, capsys):
-    assert cli_main(["convert", str(source), "--out", str(tmp_path / "c"), "--tasks", "itp", "--folds", "3"]) == 0
+    assert cli_main(["convert", str(source), "--output-dir", str(tmp_path / "c"), "--tasks", "itp", "--folds", "3"]) == 0
     assert "itp: {'couple': " in capsys.readouterr().out
     assert cli_main(["stats", str(source), "--json"]) == 0
     stats = json.loads(capsys.readouterr().out)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -14,6 +13,7 @@ from rescue_train.data import load_samples
 from rescue_train.evaluation.config import load_config
 from rescue_train.evaluation.protocols import constraint, generated_record, messages, ranked_record
 from rescue_train.evaluation.backends import Scored
+from rescue_train.settings import CONF_DIR
 from rescue_train.tasks import TASKS, build, render
 
 
@@ -64,15 +64,21 @@ def test_config_errors_are_clear():
         load_config(["tasks=[itp,xyz]"])
     with pytest.raises(ValueError, match="key=value"):
         load_config(["tiny"])
-    cfg = load_config([f"config={Path(__file__).parents[1] / 'configs/eval/vllm_gpu.yaml'}", "tasks=er", "judge=none", "bertscore=none",
-                       "max_model_len=4096"])
-    assert (cfg.backend, cfg.split, cfg.max_model_len, cfg.dtype) == ("vllm", "run", 4096, "bfloat16")
+    cfg = load_config(["recipe=vllm_gpu", "tasks=er", "judge=none", "bertscore=none", "max_model_len=4096"])
+    assert (cfg.backend, cfg.data.split, cfg.max_model_len, cfg.dtype) == ("vllm", "none", 4096, "bfloat16")
+    with pytest.warns(FutureWarning, match="config= is deprecated; use recipe="):
+        by_path = load_config([f"config={CONF_DIR / 'eval' / 'vllm_gpu.yaml'}", "tasks=er", "max_model_len=4096"])
+    assert (by_path.backend, by_path.max_model_len) == ("vllm", 4096)
+    with pytest.raises(ValueError, match="unknown key max_model_lenn; did you mean max_model_len"):
+        load_config(["max_model_lenn=1"])
+    with pytest.raises(ValueError, match="data.folds: expected an int, got 'x'"):
+        load_config(["data.folds=x"])
     assert cfg.tasks == ["er"] and cfg.judge.backend == "none" and cfg.bertscore.model == "none"
 
 
 def test_eval_command(tmp_path, capsys):
     args = ["eval", "model=tiny", "tasks=[itp]", "protocol=rank", "limit=2", "bertscore=none", "progress=false",
-            f"output={tmp_path}"]
+            f"output_dir={tmp_path}"]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "itp: n=2 parse failures=0" in out and f"{tmp_path}/results.json" in out

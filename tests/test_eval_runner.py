@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 
 import pytest
 
@@ -30,7 +31,7 @@ def hf(tiny):
 
 @pytest.mark.parametrize("protocol", ["sft", "paper", "rank"])
 def test_results_document_all_tasks(hf, tmp_path, protocol):
-    cfg = load_config(FAST + [f"output={tmp_path}", f"protocol={protocol}"])
+    cfg = load_config(FAST + [f"output_dir={tmp_path}", f"protocol={protocol}"])
     (results,) = run(cfg, backend=hf)
     assert [r["task"] for r in results["records"]] == ["itp"] * 2 + ["rpp"] * 2 + ["stp"] * 2 + ["ssp"] * 2 + \
         ["er"] * 2 + ["vp"] * 2 + ["rsg"] * 2
@@ -52,7 +53,7 @@ def test_results_document_all_tasks(hf, tmp_path, protocol):
 
 
 def test_rank_records_are_full_rankings_by_loglik(hf, tmp_path):
-    cfg = load_config(FAST + [f"output={tmp_path}", "protocol=rank", "tasks=[rpp,ssp,er]"])
+    cfg = load_config(FAST + [f"output_dir={tmp_path}", "protocol=rank", "tasks=[rpp,ssp,er]"])
     (results,) = run(cfg, backend=hf)
     for record in results["records"]:
         if record["task"] == "er":
@@ -68,7 +69,7 @@ def test_rank_records_are_full_rankings_by_loglik(hf, tmp_path):
 
 
 def test_killed_run_resumes_without_recomputing(hf, tmp_path):
-    args = FAST + [f"output={tmp_path}", "tasks=[itp,stp]", "limit=3", "batch_size=2"]
+    args = FAST + [f"output_dir={tmp_path}", "tasks=[itp,stp]", "limit=3", "batch_size=2"]
     # chunk = batch_size = 2 instances per step; die on the third backend call.
     killed = Counting(hf, fail_after_calls=2)
     with pytest.raises(KeyboardInterrupt):
@@ -89,17 +90,18 @@ def test_killed_run_resumes_without_recomputing(hf, tmp_path):
 
 
 def test_other_config_in_same_folder_is_refused(hf, tmp_path):
-    run(load_config(FAST + [f"output={tmp_path}", "tasks=[itp]"]), backend=hf)
+    run(load_config(FAST + [f"output_dir={tmp_path}", "tasks=[itp]"]), backend=hf)
     with pytest.raises(ValueError, match="another configuration"):
-        run(load_config(FAST + [f"output={tmp_path}", "tasks=[itp]", "protocol=paper"]), backend=hf)
-    (results,) = run(load_config(FAST + [f"output={tmp_path}", "tasks=[itp]", "protocol=paper", "overwrite=true"]),
+        run(load_config(FAST + [f"output_dir={tmp_path}", "tasks=[itp]", "protocol=paper"]), backend=hf)
+    (results,) = run(load_config(FAST + [f"output_dir={tmp_path}", "tasks=[itp]", "protocol=paper", "overwrite=true"]),
                      backend=hf)
     assert {r["protocol"] for r in results["records"]} == {"paper"}
 
 
 def test_kfold_split_keeps_only_the_test_fold(tmp_path):
     manifest = tmp_path / "split_manifest.json"
-    cfg = load_config(["model=tiny", "split=kfold", "test_fold=1", f"manifest={manifest}", "tasks=[itp,er]"])
+    cfg = load_config(["model=tiny", "data.split=kfold", "data.test_fold=1", f"data.manifest={manifest}",
+                       "tasks=[itp,er]"])
     data = load_instances(cfg)
     saved = json.loads(manifest.read_text())
     test_units = {u for u, fold in saved["assignment"].items() if fold == 1}
@@ -117,7 +119,7 @@ def test_adapter_changes_rankings_and_run_folders_resolve(tiny, tmp_path):
     (run_dir / "provenance.json").write_text(json.dumps({"base_model": tiny}))
     # No model= given: the base comes from the run folder's provenance.
     cfg = load_config(["bertscore=none", "progress=false", "limit=3", "protocol=rank", "tasks=[rpp]",
-                       f"adapter=[{bare},{run_dir}]", "include_base=true", f"output={tmp_path / 'out'}"])
+                       f"adapter=[{bare},{run_dir}]", "include_base=true", f"output_dir={tmp_path / 'out'}"])
     spec = resolve_model(cfg)
     assert spec.model == tiny and spec.adapters == {"bare": str(bare), "run": str(run_dir / "adapter")}
     base, first, second = run(cfg)
@@ -129,32 +131,46 @@ def test_adapter_changes_rankings_and_run_folders_resolve(tiny, tmp_path):
         assert max(diffs) > 0.1
     # The base rows equal a plain run of the model without any adapter loaded.
     (plain,) = run(load_config(["model=tiny", "bertscore=none", "progress=false", "limit=3", "protocol=rank",
-                                "tasks=[rpp]", f"output={tmp_path / 'plain'}"]))
+                                "tasks=[rpp]", f"output_dir={tmp_path / 'plain'}"]))
     for a, b in zip(base["records"], plain["records"]):
         assert all(math.isclose(a["loglik"][k], b["loglik"][k], abs_tol=1e-4) for k in a["loglik"])
 
 
-def test_split_run_uses_the_training_runs_held_out_fold(tiny, tmp_path):
+def test_run_uses_the_training_runs_held_out_fold_and_data_configuration(tiny, tmp_path):
     from rescue_train.data import load_samples
     from rescue_train.data.splits import make_manifest
-    from rescue_train.evaluation.config import use_run_split
 
     run_dir = tmp_path / "run"
     make_adapter(tiny, run_dir / "adapter")
     manifest = make_manifest(load_samples("bundled"), "kfold", 5, 0)
     manifest.save(run_dir / "data" / "split_manifest.json")
-    (run_dir / "config.yaml").write_text("data:\n  scheme: kfold\n  test_fold: 2\n")
+    # a run saved with the old spellings (data.scheme, data.build.*) still reads
+    (run_dir / "config.yaml").write_text("data:\n  scheme: kfold\n  test_fold: 2\n  mode: audio\n"
+                                         "  build:\n    rpp_definition: A\n")
     (run_dir / "provenance.json").write_text(json.dumps(
         {"base_model": tiny, "adapter": "adapter", "split_manifest": "data/split_manifest.json"}))
-    cfg = load_config([f"adapter={run_dir}", "split=run", "tasks=[ssp]"])
-    use_run_split(cfg, resolve_model(cfg))
-    assert (cfg.split, cfg.test_fold, cfg.manifest) == ("kfold", 2, str(run_dir / "data" / "split_manifest.json"))
+    cfg = load_config([f"run={run_dir}", "tasks=[ssp]"])
+    assert (cfg.data.split, cfg.data.test_fold, cfg.data.manifest) == \
+        ("kfold", 2, str(run_dir / "data" / "split_manifest.json"))
+    assert (cfg.data.mode, cfg.data.rpp_definition, cfg.model, cfg.adapter) == ("audio", "A", tiny, [str(run_dir)])
     data = load_instances(cfg)
     assert data.split["manifest_hash"] == manifest.hash
     assert {i.unit for i in data.instances["ssp"]} <= {u for u, f in manifest.assignment.items() if f == 2}
-    with pytest.raises(ValueError, match="training run folder"):
-        bare = load_config([f"adapter={run_dir / 'adapter'}", "model=tiny", "split=run"])
-        use_run_split(bare, resolve_model(bare))
+    with pytest.warns(UserWarning, match=r"data.mode='dialogue' overrides the run's data.mode='audio'"):
+        assert load_config([f"run={run_dir}", "data.mode=dialogue"]).data.mode == "dialogue"
+    with pytest.warns(FutureWarning, match="split=run is deprecated; use run=RUN_DIR"):
+        old = load_config([f"adapter={run_dir}", "split=run", "tasks=[ssp]"])
+    assert (old.run, old.data.test_fold) == ([str(run_dir)], 2)
+    with pytest.raises(ValueError, match="not a training run folder"):
+        load_config([f"run={run_dir / 'adapter'}", "model=tiny"])
+    # several runs: run=A run=B; they must share their data configuration
+    twin = tmp_path / "twin"
+    shutil.copytree(run_dir, twin)
+    both = load_config([f"run={run_dir}", f"run={twin}", "tasks=[ssp]"])
+    assert both.run == [str(run_dir), str(twin)] and both.adapter == [str(run_dir), str(twin)]
+    (twin / "config.yaml").write_text("data:\n  split: kfold\n  test_fold: 2\n  mode: visual\n  rpp_definition: A\n")
+    with pytest.raises(ValueError, match=f"run={twin} was trained with data.mode='visual'"):
+        load_config([f"run={run_dir}", f"run={twin}"])
 
 
 @pytest.mark.slow
@@ -168,7 +184,7 @@ def test_a_sigkilled_eval_process_resumes_where_it_stopped(tiny, tmp_path):
     import time
 
     args = [sys.executable, "-m", "rescue_train", "eval", "model=tiny", "tasks=[itp]", "protocol=paper",
-            "bertscore=none", "progress=false", "batch_size=1", "chunk=1", "limit=60", f"output={tmp_path}"]
+            "bertscore=none", "progress=false", "batch_size=1", "chunk=1", "limit=60", f"output_dir={tmp_path}"]
     env = {**os.environ, "RESCUE_TRAIN_CACHE": str(tiny_model_path().parent)}
     predictions = tmp_path / "predictions.jsonl"
     process = subprocess.Popen(args, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

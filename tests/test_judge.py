@@ -61,7 +61,7 @@ def _bertscore_args():
 def test_er_vp_judged_end_to_end(tmp_path, vp_scale, vp_expected):
     with FakeOpenAIServer() as server:
         cfg = load_config(["model=served", "backend=openai", f"base_url={server.url}", "tasks=[er,vp]",
-                           "protocol=paper", "progress=false", "limit=4", f"output={tmp_path}",
+                           "protocol=paper", "progress=false", "limit=4", f"output_dir={tmp_path}",
                            "judge.backend=openai", "judge.model=fake-judge", f"judge.base_url={server.url}",
                            f"judge.vp_scale={vp_scale}", *_bertscore_args()])
         (results,) = run(cfg)

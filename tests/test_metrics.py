@@ -79,19 +79,33 @@ def test_rpp_accuracy_macro_f1_and_per_class():
 def test_er_intensity_match_and_combined_score():
     assert [intensity_score(p, 7) for p in (7, 6, 3, 11, None)] == [5, 4, 1, 1, 1]   # max(1, 5 - |d|)
     gold = {"emotion": "feels hurt", "intensity": 7}
+    ok, unread = {"judge_status": "ok", "judge_scale": "1-5"}, {"judge_status": "failed", "judge_scale": "1-5"}
     records = [
-        rec("er", "couple", gold, {"emotion": "hurt", "intensity": 7}, judge_score=4, bertscore_f1=0.9),   # S_int 5
-        rec("er", "couple", gold, {"emotion": "calm", "intensity": 3}, judge_score=2, bertscore_f1=0.5),   # S_int 1
-        rec("er", "family", gold, {"emotion": "sad", "intensity": 9}, bertscore_f1=0.7),                   # S_int 3
-        rec("er", "family", gold, {"emotion": "", "intensity": None}, "failed", judge_score=5,
-            bertscore_f1=0.0),                                                                             # S_int 1
+        rec("er", "couple", gold, {"emotion": "hurt", "intensity": 7}, judge_score=5, bertscore_f1=0.9, **ok),
+        rec("er", "couple", gold, {"emotion": "calm", "intensity": 3}, judge_score=2, bertscore_f1=0.5, **ok),
+        # an unreadable verdict: S_emo 1 and S_int 1 (not 3); BERTScore needs no judge and stays
+        rec("er", "family", gold, {"emotion": "sad", "intensity": 9}, judge_score=None, bertscore_f1=0.7, **unread),
+        # a failed answer that half parsed: S_int 1 (not 5), S_emo 1 (not judged), BERTScore 0 (not 0.8)
+        rec("er", "family", gold, {"emotion": "feels hurt", "intensity": 7}, "failed", judge_score=1,
+            judge_status="not judged: the prediction did not parse", judge_scale="1-5", bertscore_f1=0.8),
     ]
     both = aggregate("er", records)["both"]
-    assert both["s_int"] == pytest.approx((5 + 1 + 3 + 1) / 4)
-    assert both["s_emo"] == pytest.approx((4 + 2 + 5) / 3)                   # judged instances only
-    assert both["s_er"] == pytest.approx(((4 + 5) / 2 + (2 + 1) / 2 + (5 + 1) / 2) / 3)
-    assert both["judge"] == both["s_er"] and both["judged"] == 3
+    assert both["s_int"] == pytest.approx((5 + 1 + 1 + 1) / 4)
+    assert both["s_emo"] == pytest.approx((5 + 2 + 1 + 1) / 4)
+    assert both["s_er"] == pytest.approx(((5 + 5) / 2 + (2 + 1) / 2 + 1 + 1) / 4)
+    assert both["s_er"] == pytest.approx((both["s_emo"] + both["s_int"]) / 2)   # one instance set
+    assert both["judge"] == both["s_er"] and (both["judged"], both["judge_failures"]) == (2, 1)
     assert both["bertscore_f1"] == pytest.approx((0.9 + 0.5 + 0.7 + 0.0) / 4)
+    assert aggregate("er", records[:2] + [rec("er", "couple", gold, {"emotion": "x", "intensity": 7})])["both"][
+        "s_emo"] is None   # an instance without a verdict: no S_emo rather than one over fewer instances
+
+
+def test_vp_unreadable_verdict_scores_the_bottom_of_the_scale():
+    gold = [{"source": "A", "target": "B", "viewpoint": "x"}]
+    records = [rec("vp", "couple", gold, gold, judge_score=4, judge_status="ok", judge_scale="0-6"),
+               rec("vp", "couple", gold, gold, judge_score=None, judge_status="failed", judge_scale="0-6")]
+    both = aggregate("vp", records)["both"]
+    assert (both["judge"], both["judge_failures"], both["judged"]) == ((4 + 0) / 2, 1, 1)
 
 
 def test_table5_row_uses_the_papers_units():

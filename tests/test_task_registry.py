@@ -82,7 +82,7 @@ def test_eval_with_hf_then_report(registered, tmp_path):
     from rescue_train.training.tiny import tiny_model_path
 
     cfg = load_config(["model=tiny", f"tasks=[{NAME}]", "protocol=rank", "limit=6", "bertscore=none",
-                       "progress=false", f"output={tmp_path}"])
+                       "progress=false", f"output_dir={tmp_path}"])
     (results,) = run(cfg, backend=HFBackend(str(tiny_model_path())))
     records = results["records"]
     assert len(records) == 6 and all(r["parse_status"] == "ok" for r in records)

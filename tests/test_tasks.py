@@ -36,10 +36,10 @@ def test_evenly_spaced_single_pick_is_middle_for_itp_and_first_for_checkpoints()
 
 
 def test_window_sizes():
-    assert window(7, 0) == ()
-    assert window(7, -1) == (1, 2, 3, 4, 5, 6)
-    assert window(7, 3) == (4, 5, 6)
-    assert window(2, 5) == (1,)
+    assert tuple(window(7, 0)) == ()
+    assert tuple(window(7, -1)) == (1, 2, 3, 4, 5, 6)
+    assert tuple(window(7, 3)) == (4, 5, 6)
+    assert tuple(window(2, 5)) == (1,)
 
 
 # ---------------------------------------------------------------- ITP
@@ -77,9 +77,9 @@ def test_itp_sample_without_negatives_contributes_nothing():
 def test_itp_context_counts_the_decision_row_and_hides_nothing_label_related():
     result = build("itp", [itp_sample()])
     inst = by_row(result)[5]
-    assert (inst.context, inst.current) == ((3, 4), 5)   # k=3: rows 3, 4 and the decision row 5
-    assert by_row(build("itp", [itp_sample()], BuildOptions(context=-1)))[5].context == (1, 2, 3, 4)
-    assert by_row(build("itp", [itp_sample()], BuildOptions(context=0)))[5].context == ()
+    assert (tuple(inst.context), inst.current) == ((3, 4), 5)   # k=3: rows 3, 4 and the decision row 5
+    assert by_row(build("itp", [itp_sample()], BuildOptions(context=-1)))[5].context == range(1, 5)
+    assert by_row(build("itp", [itp_sample()], BuildOptions(context=0)))[5].context == range(5, 5)
     for inst in result.instances:
         text = inst.id + "".join(m["content"] for m in render(inst))
         assert "pos" not in inst.id and "neg" not in inst.id
@@ -145,7 +145,7 @@ def test_rpp_default_gold_exclusions_and_context():
         ("couple", "label outside the couple taxonomy: not_a_label"): 1,                    # row 9
     })
     inst = by_row(result)[7]
-    assert (inst.context, inst.current) == ((1, 2, 3, 4, 5, 6), None)
+    assert (tuple(inst.context), inst.current) == ((1, 2, 3, 4, 5, 6), None)
     assert "[7]" not in render(inst)[1]["content"]
     shown = by_row(build("rpp", [rpp_couple()], BuildOptions(rpp_include_current=True)))[7]
     assert shown.current == 7 and "[7] Therapist" in render(shown)[1]["content"]
@@ -191,7 +191,7 @@ def test_stp_targets_collapse_and_exclusions():
         ("couple", "no target in the strategy item or the row"): 1,
     })
     assert result.instances[0].candidates == ("Ann", "Ben", "Couple")
-    assert result.instances[0].context == (1,) and result.instances[0].current is None
+    assert tuple(result.instances[0].context) == (1,) and result.instances[0].current is None
 
 
 def test_stp_exact_sets_keep_pairs_and_add_observed_subsets():
@@ -249,8 +249,8 @@ def test_er_rules():
         ("couple", "not among the evenly spaced checkpoints"): 0,
     })
     inst = result.instances[0]
-    assert (inst.context, inst.current, inst.given_value("speaker")) == ((4, 5, 6), 7, "Ben")
-    assert by_row(build("er", [er_sample()], BuildOptions(context=-1)))[7].context == (1, 2, 3, 4, 5, 6)
+    assert (tuple(inst.context), inst.current, inst.given_value("speaker")) == ((4, 5, 6), 7, "Ben")
+    assert by_row(build("er", [er_sample()], BuildOptions(context=-1)))[7].context == range(1, 7)
 
 
 def test_er_keeps_five_evenly_spaced_checkpoints():

@@ -12,10 +12,11 @@ import pytest
 from sft_helpers import ROOT
 
 from rescue_train.training.cli import main
+from rescue_train.settings import CONF_DIR
 from rescue_train.training.config import compose, recipe_names, split_recipe
 
 LORA_RECIPES = ["all_lora", "er_lora", "itp_lora", "rpp_lora", "ssp_lora", "stp_lora", "vp_lora"]
-PRESETS = sorted(p.stem for p in (ROOT / "configs" / "model").glob("*.yaml"))
+PRESETS = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml"))
 
 
 def test_every_lora_recipe_is_shipped():
@@ -65,7 +66,7 @@ def test_recipe_argument_errors():
     with pytest.raises(ValueError, match="give exactly one recipe=NAME"):
         split_recipe(["model=tiny"])
     assert split_recipe(["model=tiny", "recipe=ssp_lora"]) == ("ssp_lora", ["model=tiny"])
-    with pytest.raises(ValueError, match="unknown recipe 'nope'; available: .*ssp_lora"):
+    with pytest.raises(ValueError, match=r"unknown recipe 'nope' \(shipped: .*ssp_lora"):
         compose("nope")
 
 

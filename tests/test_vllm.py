@@ -104,7 +104,7 @@ def test_structured_outputs_hold(engine):
 @pytest.mark.parametrize("protocol", ["sft", "paper", "rank"])
 def test_evaluator_runs_all_tasks_through_vllm(engine, adapter, tmp_path, protocol):
     cfg = load_config(["model=tiny", f"adapter={adapter}", "backend=vllm", f"protocol={protocol}", "limit=2",
-                       "max_new_tokens=24", "bertscore=none", "progress=false", f"output={tmp_path}"])
+                       "max_new_tokens=24", "bertscore=none", "progress=false", f"output_dir={tmp_path}"])
     (results,) = run(cfg, backend=engine)
     assert {r["task"] for r in results["records"]} == set(TASKS) and len(results["records"]) == 2 * len(TASKS)
     assert results["model"]["adapter"] == adapter

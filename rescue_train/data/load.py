@@ -6,8 +6,10 @@ Accepted sources (``load_samples``):
 * a ``.jsonl`` file – the release's ``benchmark_191.jsonl``, one sample per line;
 * a ``.json`` file – one sample object (or a list of them);
 * a directory of per-sample ``.json`` files – the layout the authors' scripts read; the sample id is the
-  relative path without ``.json`` and the scenario is inferred from the ``Family`` label; a
-  ``manifest.json`` without rows is skipped (and reported);
+  relative path without ``.json`` and the scenario is inferred from the ``Family`` label; ``.jsonl`` files
+  in the tree are read line by line like the released file; extensions match in any case, symbolic links
+  are followed; every path that is not read (another extension, a hidden file, a broken or looping link,
+  an empty file, a ``manifest.json`` without rows) is named in a note;
 * a directory written by ``datasets.Dataset.save_to_disk`` (one record per sample);
 * a Hugging Face dataset id such as ``tomhu/relation_therapy`` (needs network access).
 """
@@ -17,13 +19,21 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
-from .schema import DataError, Location, Sample, parse_sample
+import orjson
+
+from .schema import DataError, HugeNumber, Location, Sample, parse_sample
 
 BUNDLED = "bundled"
+SAMPLE_SUFFIXES = (".json", ".jsonl")
+# A JSON escape of half a UTF-16 pair: valid in pairs (an emoji written ASCII-only), an error alone.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*")
 
 
 @dataclass
@@ -40,6 +50,13 @@ def bundled_path() -> Path:
     return Path(__file__).parent / "sample" / "mini_benchmark.jsonl"
 
 
+def _read_bytes(path: Path, where: Location) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise DataError(where, f"cannot read the file: {exc.strerror or exc}") from None
+
+
 def _decode(data: bytes, where: Location, notes: list[str]) -> str:
     try:
         return data.decode("utf-8-sig")
@@ -49,50 +66,168 @@ def _decode(data: bytes, where: Location, notes: list[str]) -> str:
         return data.decode("latin-1")
 
 
-def _json(text: str, where: Location) -> Any:
+def _keep_digits(digits: str) -> int | HugeNumber:
+    return HugeNumber(digits) if len(digits) > 4000 else int(digits)
+
+
+def _parse(data: bytes, where: Location, notes: list[str], line_is_known: bool = True) -> Any:
+    """The JSON value in ``data``. orjson parses well-formed UTF-8 JSON about twice as fast; whatever it
+    refuses (bad bytes, a byte-order mark, NaN, huge numbers, lone surrogates, deep nesting, broken JSON)
+    takes the standard library's path, which reads or locates each of these exactly."""
     try:
-        return json.loads(text)
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return _json(_decode(data, where, notes), where, line_is_known)
+
+
+def _json(text: str, where: Location, line_is_known: bool = True) -> Any:
+    """Parse ``text``; every failure is a DataError at ``where`` (a whole file gets the failing line)."""
+    try:
+        value = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise DataError(where, f"invalid JSON: {exc.msg} at column {exc.colno}") from None
+        at = where if line_is_known else where.at(line=exc.lineno)
+        hint = ("; a .json file holds one sample or a list of them, one sample per line is a .jsonl file"
+                if exc.msg == "Extra data" and not line_is_known else "")
+        raise DataError(at, f"invalid JSON: {exc.msg} at column {exc.colno}{hint}") from None
+    except RecursionError:
+        raise DataError(where, "lists or objects nested too deeply to read (Python's limit is about "
+                               "1000 levels)") from None
+    except ValueError:  # an integer over Python's 4300-digit limit: keep its digits for the field check
+        value = json.loads(text, parse_int=_keep_digits)
+    if _SURROGATE_ESCAPE.search(text):
+        _check_surrogates(value, where)
+    return value
 
 
-def _read_jsonl(path: Path, notes: list[str]) -> Iterable[Sample]:
-    for number, line in enumerate(path.read_bytes().split(b"\n"), start=1):
-        if not line.strip():
+def _check_surrogates(value: Any, where: Location) -> None:
+    """A lone surrogate cannot be written as UTF-8 later (convert, datasets): name the field now."""
+    stack: list[tuple[Any, tuple]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, str):
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise DataError(_located(value, path, where), f"text holds a lone surrogate "
+                                f"\\u{ord(item[exc.start]):04x} at character {exc.start + 1} (half of a UTF-16 "
+                                f"pair: not valid Unicode)") from None
+        elif isinstance(item, dict):
+            stack.extend((v, (*path, k)) for k, v in reversed(item.items()))
+            stack.extend((k, path) for k in item)
+        elif isinstance(item, list):
+            stack.extend((v, (*path, i)) for i, v in reversed(list(enumerate(item))))
+
+
+def _located(sample: Any, path: tuple, where: Location) -> Location:
+    """``where`` narrowed to the sample, row and field at ``path`` (keys and list positions) in ``sample``."""
+    if isinstance(sample, list) and path:  # a .json file holding a list of samples: item n is "line" n
+        sample, path, where = sample[path[0]], path[1:], where.at(line=path[0] + 1)
+    if isinstance(sample, dict) and isinstance(sample.get("sample_id"), str) and where.sample_id is None:
+        where = where.at(sample_id=sample["sample_id"])
+    if len(path) >= 2 and path[0] == "rows" and isinstance(path[1], int):
+        where, path = where.at(row_index=path[1] + 1), path[2:]
+    if not path:
+        return where
+    name = str(path[0]) + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path[1:])
+    return where.at(field=name)
+
+
+Found = Iterator[tuple[Location, Sample]]
+
+
+def _read_jsonl(path: Path, data: bytes, notes: list[str]) -> Found:
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        if not line or line.isspace():
             continue
         where = Location(file=str(path), line=number)
-        yield parse_sample(_json(_decode(line, where, notes), where), where)
+        yield where, parse_sample(_parse(line, where, notes), where, notes=notes)
 
 
-def _read_json_file(path: Path, notes: list[str]) -> Iterable[Sample]:
+def _read_json_file(path: Path, data: bytes, notes: list[str]) -> Found:
     """A single ``.json`` file: one sample object, or a list of them."""
     where = Location(file=str(path))
-    raw = _json(_decode(path.read_bytes(), where, notes), where)
+    raw = _parse(data, where, notes, line_is_known=False)
     for number, item in enumerate(raw if isinstance(raw, list) else [raw], start=1):
-        yield parse_sample(item, where.at(line=number) if isinstance(raw, list) else where)
+        at = where.at(line=number) if isinstance(raw, list) else where
+        yield at, parse_sample(item, at, notes=notes)
 
 
-def _read_tree(root: Path, notes: list[str]) -> Iterable[Sample]:
-    files = sorted(p for p in root.rglob("*.json") if p.is_file())
-    if not files:
-        raise DataError(Location(file=str(root)), "expected per-sample .json files under this folder, found none")
-    for path in files:
+def _tree_files(root: Path, notes: list[str]) -> list[Path]:
+    """Every readable sample file under ``root`` (links followed); each other path is named in a note."""
+    inside = os.path.realpath(root)
+    folders_read = {inside}
+    candidates: list[Path] = []
+
+    def cannot_list(exc: OSError) -> None:
+        raise DataError(Location(file=exc.filename), f"cannot list the folder: {exc.strerror or exc}")
+
+    for folder, subfolders, names in os.walk(root, onerror=cannot_list, followlinks=True):
+        here = Path(folder)
+        kept = []
+        for name in sorted(subfolders):
+            path, real = here / name, os.path.realpath(here / name)
+            if name.startswith("."):
+                notes.append(f"{path}: skipped (a hidden folder)")
+            elif real in folders_read or path.is_symlink() and _is_within(real, inside):
+                notes.append(f"{path}: skipped (a link to a folder inside this tree: {real}; it is read under "
+                             f"its own path, and following the link would read it twice or loop)")
+            else:
+                folders_read.add(real)
+                kept.append(name)
+        subfolders[:] = kept
+        for name in sorted(names):
+            path = here / name
+            if path.is_symlink() and not path.exists():
+                notes.append(f"{path}: skipped (a symbolic link to nothing: {os.readlink(path)} is missing or "
+                             f"loops)")
+            elif not path.is_file():
+                notes.append(f"{path}: skipped (not a regular file)")
+            elif name.startswith("."):
+                notes.append(f"{path}: skipped (a hidden file)")
+            elif path.suffix.lower() not in SAMPLE_SUFFIXES:
+                notes.append(f"{path}: skipped (not a .json or .jsonl file)")
+            else:
+                candidates.append(path)
+    files_read: dict[str, Path] = {}
+    for path in sorted(candidates, key=lambda p: (p.is_symlink(), p)):  # a file's own path before links to it
+        real = os.path.realpath(path)
+        if real in files_read:
+            notes.append(f"{path}: skipped (the same file as {files_read[real]})")
+        else:
+            files_read[real] = path
+    return sorted(files_read.values())
+
+
+def _is_within(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _read_tree(root: Path, notes: list[str], digest) -> Found:
+    for path in _tree_files(root, notes):
         where = Location(file=str(path))
-        data = path.read_bytes()
-        raw = _json(_decode(data, where, notes), where) if data.strip() else None
-        if path.name == "manifest.json" and not (isinstance(raw, dict) and "rows" in raw):
+        data = _read_bytes(path, where)
+        relative = path.relative_to(root)
+        digest.update(relative.as_posix().encode("utf-8", "surrogateescape") + b"\0" + data + b"\0")
+        if not data.strip():
+            notes.append(f"{path}: skipped (an empty file)")
+            continue
+        if path.suffix.lower() == ".jsonl":
+            yield from _read_jsonl(path, data, notes)
+            continue
+        raw = _parse(data, where, notes, line_is_known=False)
+        if path.name.lower() == "manifest.json" and not (isinstance(raw, dict) and "rows" in raw):
             notes.append(f"{path}: skipped (a manifest without rows, not a sample)")
             continue
-        sample_id = path.relative_to(root).with_suffix("").as_posix()
-        yield parse_sample(raw, where, sample_id=sample_id)
+        sample_id = relative.with_suffix("").as_posix()
+        yield where, parse_sample(raw, where, sample_id=sample_id, notes=notes)
 
 
-def _read_records(records: Iterable[Any], source: str) -> Iterable[Sample]:
+def _read_records(records: Iterable[Any], source: str, notes: list[str]) -> Found:
     for number, record in enumerate(records, start=1):
         where = Location(file=source, line=number)
         if isinstance(record, dict) and isinstance(record.get("rows"), str):
             record = {**record, "rows": _json(record["rows"], where.at(field="rows"))}
-        yield parse_sample(record, where)
+        yield where, parse_sample(record, where, notes=notes)
 
 
 def _is_saved_dataset(path: Path) -> bool:
@@ -102,7 +237,10 @@ def _is_saved_dataset(path: Path) -> bool:
 def _load_saved_dataset(path: Path) -> list[Any]:
     import datasets
 
-    loaded = datasets.load_from_disk(str(path))
+    try:
+        loaded = datasets.load_from_disk(str(path))
+    except Exception as exc:  # the library raises many kinds for a damaged folder; the user needs one line
+        raise DataError(Location(file=str(path)), f"cannot read this saved dataset: {_first_line(exc)}") from None
     if isinstance(loaded, datasets.DatasetDict):
         return [r for split in loaded for r in loaded[split]]
     return list(loaded)
@@ -111,57 +249,83 @@ def _load_saved_dataset(path: Path) -> list[Any]:
 def _load_hub(dataset_id: str) -> list[Any]:
     import datasets
 
-    loaded = datasets.load_dataset(dataset_id)
+    try:
+        loaded = datasets.load_dataset(dataset_id)
+    except Exception as exc:  # offline, unknown id, no access: one message, not the library's traceback
+        raise DataError(Location(file=dataset_id), f"not a file or folder in {os.getcwd()}, and loading it as "
+                        f"the Hugging Face dataset {dataset_id!r} failed: {_first_line(exc)}") from None
     return [r for split in loaded for r in loaded[split]]
 
 
-def _fingerprint(samples: list[Sample], raw_digest: str | None) -> str:
-    if raw_digest is not None:
-        return raw_digest
-    digest = hashlib.sha256()
-    for s in samples:
-        digest.update(repr(s).encode("utf-8", "surrogatepass"))
-    return digest.hexdigest()
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def looks_like_hub_id(text: str) -> bool:
+    """A bare ``owner/name``: one slash, no file extension, not starting with '.', '/' or '~'."""
+    return bool(_HUB_ID.fullmatch(text)) and not Path(text).suffix
 
 
 def load_benchmark(source: str | Path) -> Benchmark:
     """Load every sample of ``source``; raise :class:`DataError` on the first malformed value."""
-    # The records are acyclic, so the cyclic collector only burns time while millions of tuples are made.
+    # The records are acyclic, so the cyclic collector only burns time while millions of tuples are made;
+    # afterwards gc.freeze() sets them aside from later collections too, each of which would otherwise walk
+    # all of them (a tenth of the time of loading and building the tasks). Refcounting still frees them.
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _load(source)
+        benchmark = _load(source)
     finally:
         if collecting:
             gc.enable()
+    if collecting:
+        gc.freeze()
+    return benchmark
 
 
 def _load(source: str | Path) -> Benchmark:
     notes: list[str] = []
     text = str(source)
-    path = bundled_path() if text == BUNDLED else Path(source)
-    raw_digest = None
+    path = bundled_path() if text == BUNDLED else Path(text).expanduser()
+    digest = hashlib.sha256()
     if path.is_file():
-        raw_digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        reader = _read_json_file if path.suffix == ".json" else _read_jsonl
-        samples = list(reader(path, notes))
+        data = _read_bytes(path, Location(file=text))
+        digest.update(data)
+        reader = _read_json_file if path.suffix.lower() == ".json" else _read_jsonl
+        found = list(reader(path, data, notes))
+        del data
     elif path.is_dir():
+        if (path / "convert_meta.json").is_file():
+            raise DataError(Location(file=text), "this is an output folder of `rescue-train convert`, not a "
+                            "benchmark: point at the source it was converted from (see its convert_meta.json)")
         if _is_saved_dataset(path):
-            samples = list(_read_records(_load_saved_dataset(path), str(path)))
+            found = list(_read_records(_load_saved_dataset(path), str(path), notes))
         else:
-            samples = list(_read_tree(path, notes))
-    elif "/" in text and not text.startswith((".", "/", "~")) and text.count("/") == 1:
-        samples = list(_read_records(_load_hub(text), text))
+            found = list(_read_tree(path, notes, digest))
+    elif path.exists():
+        raise DataError(Location(file=text), "not a regular file or folder")
+    elif looks_like_hub_id(text):
+        found = list(_read_records(_load_hub(text), text, notes))
     else:
-        raise DataError(Location(file=text), "no such file or folder (expected a .jsonl file, a folder, "
-                        "'bundled' or a Hugging Face dataset id like 'tomhu/relation_therapy')")
-    seen: dict[str, str] = {}
-    for sample in samples:
-        if sample.sample_id in seen:
-            raise DataError(Location(file=sample.source or text, sample_id=sample.sample_id),
-                            "duplicate sample_id (first seen in " + seen[sample.sample_id] + ")")
-        seen[sample.sample_id] = sample.source or text
-    return Benchmark(samples, "bundled" if text == BUNDLED else text, _fingerprint(samples, raw_digest), notes)
+        raise DataError(Location(file=text), f"no such file or folder (current directory: {os.getcwd()}); "
+                        f"expected a .jsonl or .json file, a folder, 'bundled' or a Hugging Face dataset id "
+                        f"like 'tomhu/relation_therapy'")
+    if not found:
+        skipped = f" ({len(notes)} path(s) skipped: see the notes)" if notes else ""
+        raise DataError(Location(file=text), f"no samples: the input is empty{skipped}" +
+                        "".join(f"\n  note: {n}" for n in notes[:20]))
+    first_seen: dict[str, Location] = {}
+    for where, sample in found:
+        if sample.sample_id in first_seen:
+            raise DataError(where.at(sample_id=sample.sample_id, row_index=None, field=None),
+                            f"duplicate sample_id (also at {first_seen[sample.sample_id]})")
+        first_seen[sample.sample_id] = where.at(sample_id=None)
+    samples = [sample for _, sample in found]
+    if path.is_dir() and _is_saved_dataset(path) or not (path.is_file() or path.is_dir()):
+        for sample in samples:  # records from a library: fingerprint what was read
+            digest.update(repr(sample).encode("utf-8", "surrogatepass"))
+    return Benchmark(samples, "bundled" if text == BUNDLED else text, digest.hexdigest(), notes)
 
 
 def load_samples(source: str | Path) -> list[Sample]:

@@ -17,12 +17,18 @@ and what was expected.
 from __future__ import annotations
 
 import math
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple
 
 THERAPIST = "Therapist"
 GROUP_SPEAKERS = ("Couple", "Family")
 SCENARIOS = ("couple", "family")
+
+
+class HugeNumber(str):
+    """The digits of a JSON integer longer than Python converts (4300 digits), kept as text so the field
+    check that meets it can say where it is."""
 
 
 class Location(NamedTuple):
@@ -62,7 +68,12 @@ class DataError(ValueError):
 
 
 def _describe(value: Any) -> str:
-    text = repr(value)
+    if isinstance(value, HugeNumber):
+        return f"a number with {len(value.lstrip('-'))} digits"
+    try:
+        text = repr(value)
+    except RecursionError:
+        return f"a deeply nested {type(value).__name__}"
     return f"{type(value).__name__} {text[:60] + '...' if len(text) > 60 else text}"
 
 
@@ -109,17 +120,26 @@ def _label(value: Any, where: Location, name: Name) -> str | None:
 
 
 def _number(value: Any, where: Location, name: Name) -> float | None:
-    """A number, a numeric string, or null."""
-    if type(value) is int or type(value) is float:
-        return float(value)
+    """A finite number, a numeric string, or null. Infinity, NaN and integers beyond a float's range are
+    errors: none is a time or an intensity, and each would break arithmetic further on."""
+    if type(value) is float:
+        if math.isfinite(value):
+            return value
+        raise _bad(where, name, "a finite number", value)
     if value is None:
         return None
-    if type(value) is str:
+    if type(value) is int or type(value) is str:
         try:
-            number = float(value.strip())
+            number = float(value.strip() if type(value) is str else value)
         except ValueError:
             raise _bad(where, name, "a number", value) from None
-        return number if math.isfinite(number) else None
+        except OverflowError:
+            raise _bad(where, name, "a number within a float's range", value) from None
+        if math.isfinite(number):
+            return number
+        raise _bad(where, name, "a finite number", value)
+    if isinstance(value, HugeNumber):
+        raise _bad(where, name, "a number within a float's range", value)
     raise _bad(where, name, "a number", value)
 
 
@@ -256,7 +276,7 @@ class Sample:
 
 def parse_row(raw: Any, position: int, where: Location) -> Row:
     """Parse the row at 1-based ``position``; an explicit ``row_index`` must agree with it."""
-    where = where.at(row_index=position, field=None)
+    where = Location(where.file, where.line, where.sample_id, position)  # not .at(): this runs for every row
     if type(raw) is not dict:
         raise DataError(where, f"expected an object, got {_describe(raw)}")
     index = raw.get("row_index", position)
@@ -308,13 +328,94 @@ def participants_from_rows(rows: tuple[Row, ...]) -> tuple[str, ...]:
     seen: dict[str, None] = {}
     for row in rows:
         for name in (row.speaker, *row.target, *(n for s in row.support_strategy for n in s.target)):
-            if name and name != THERAPIST and name not in GROUP_SPEAKERS:
-                seen.setdefault(name, None)
+            if name and name not in seen and name_key(name) not in ROLE_WORDS:
+                seen[name] = None
     return tuple(seen)
 
 
-def parse_sample(raw: Any, where: Location, *, sample_id: str | None = None) -> Sample:
-    """Parse one sample object. ``sample_id`` overrides the object's own (the per-file layout)."""
+def name_key(name: str) -> str:
+    """What two spellings of one name share: the same letters up to case and Unicode normalisation."""
+    return unicodedata.normalize("NFC", name).casefold()
+
+
+ROLE_WORDS = {name_key(n): n for n in (THERAPIST, *GROUP_SPEAKERS)}
+
+
+def clean_participants(names: tuple[str, ...], where: Location, notes: list[str] | None) -> tuple[str, ...]:
+    """The clients of a ``participants`` list: the therapist and the group words (any case) and exact
+    repeats are removed with a note; two spellings of one name (case, Unicode form) are an error, since
+    names are matched exactly and it cannot be told which spelling the rows mean."""
+    kept: dict[str, str] = {}
+    where = where.at(field="participants")
+    for name in names:
+        key = name_key(name)
+        if key in ROLE_WORDS:
+            _note(notes, where, f"removed {name!r} (participants are the clients; the therapist and the group "
+                                f"words Couple/Family are not)")
+        elif kept.get(key) == name:
+            _note(notes, where, f"removed a repeated {name!r}")
+        elif key in kept:
+            raise DataError(where, f"{kept[key]!r} and {name!r} differ only in letter case or Unicode "
+                                   f"normalisation; names are matched exactly, so spell each person one way")
+        else:
+            kept[key] = name
+    return tuple(kept.values())
+
+
+def _note(notes: list[str] | None, where: Location, text: str) -> None:
+    if notes is not None:
+        notes.append(f"{where}: {text}")
+
+
+def _row_names(row: Row):
+    """(field, name) for every name field whose spelling decides a task: speaker and addressees, support
+    targets, the people whose emotions and viewpoints are annotated."""
+    yield "primary_speaker", row.speaker
+    for name in row.target:
+        yield "target", name
+    for i, item in enumerate(row.support_strategy):
+        for name in item.target:
+            yield f"support_strategy[{i}].target", name
+    for i, item in enumerate(row.internal_emotion):
+        yield f"internal_emotion[{i}].person", item.person
+    for i, item in enumerate(row.viewpoints):
+        yield f"viewpoints_attitudes[{i}].source", item.source
+        yield f"viewpoints_attitudes[{i}].target", item.target
+
+
+def check_name_spellings(rows: tuple[Row, ...], participants: tuple[str, ...], where: Location) -> None:
+    """Every name in the rows is spelt like the participant, role word or earlier name it matches up to case
+    and Unicode form: ``therapist`` would silently turn a therapist row into a client's."""
+    first: dict[str, str] = {name_key(n): n for n in (THERAPIST, *GROUP_SPEAKERS, *participants)}
+    spelt = set(first.values())
+    # A quick pass over the distinct names; only a clash needs the row-by-row pass that locates it.
+    distinct: set[str] = set()
+    for row in rows:  # the names _row_names lists, without their fields
+        distinct.add(row.speaker)
+        distinct.update(row.target)
+        for item in row.support_strategy:
+            distinct.update(item.target)
+        distinct.update([item.person for item in row.internal_emotion])
+        distinct.update([name for item in row.viewpoints for name in (item.source, item.target)])
+    distinct -= spelt
+    if len({name_key(n) for n in distinct} | first.keys()) == len(distinct) + len(first):
+        return
+    for row in rows:
+        for name_field, name in _row_names(row):
+            if name in spelt or not name:
+                continue
+            known = first.setdefault(name_key(name), name)
+            if known != name:
+                raise DataError(where.at(row_index=row.row_index, field=name_field),
+                                f"{name!r} differs from {known!r} only in letter case or Unicode normalisation; "
+                                f"names are matched exactly, so spell each person one way")
+            spelt.add(name)
+
+
+def parse_sample(raw: Any, where: Location, *, sample_id: str | None = None,
+                 notes: list[str] | None = None) -> Sample:
+    """Parse one sample object. ``sample_id`` overrides the object's own (the per-file layout); changes made
+    to the participants list are appended to ``notes``."""
     if not isinstance(raw, Mapping):
         raise DataError(where, f"expected an object, got {_describe(raw)}")
     if sample_id is None:
@@ -333,8 +434,10 @@ def parse_sample(raw: Any, where: Location, *, sample_id: str | None = None) -> 
         raise DataError(where.at(field="scenario"), f"expected one of {SCENARIOS}, got {_describe(scenario)}")
     rows = tuple(parse_row(r, i, where) for i, r in enumerate(rows_raw, start=1))
     participants = raw.get("participants")
-    if participants is None:
+    if participants is None:  # the rows' first spelling of each name is the one the others must match
+        check_name_spellings(rows, (), where)
         names = participants_from_rows(rows)
     else:
-        names = _names(participants, where, "participants")
+        names = clean_participants(_names(participants, where, "participants"), where, notes)
+        check_name_spellings(rows, names, where)
     return Sample(sample_id, scenario, names, rows, source=str(where.file or ""))

@@ -9,16 +9,23 @@ output kept.
   target_strategy) whether each turn enacts the given strategy toward the given target, 0/1.
 
 A prediction that failed to parse is not sent to the judge: it gets the bottom of the scale. A judge answer
-that cannot be read leaves the score empty (``judge_status`` failed) with the raw text kept.
+that cannot be read (or was refused or cut short) leaves the score empty (``judge_status`` failed) with the
+raw text kept; the metrics then score the instance at the bottom of the scale (docs/evaluation.md).
+
+Verdicts are cached by (judge model, judge prompt hash) in ``judge_cache.jsonl``, written as they arrive,
+so a resumed run, a rerun with other BERTScore settings or a run stopped by an API error never pays twice.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+from pathlib import Path
 from typing import Any, Sequence
 
 from ..tasks import TASKS, Instance
-from ..tasks.base import JudgeCheck, Rubric, find_json
-from .backends import Backend, Messages
+from ..tasks.base import JudgeCheck, Rubric, answer_text, find_json, unfinished_reasoning
+from .backends import Backend, BackendError, Completion, Messages, as_completion
 
 SYSTEM = ("You grade the answers of a model that analyses couple and family therapy transcripts, against an "
           "expert annotator's reference. Judge meaning, not wording. Reply with JSON only.")
@@ -57,29 +64,46 @@ def _integer(value: Any, low: int, high: int) -> int | None:
         return None
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     return int(number) if number.is_integer() and low <= number <= high else None
 
 
 def read_score(chosen: Rubric, text: str) -> dict[str, Any]:
-    """The judge's score from its raw answer under ``chosen``: ``judge_score`` (the sum of the rubric's
-    fields) and, for a rubric of several fields, each part."""
-    payload = find_json(text or "")
+    """The judge's score from its raw answer under ``chosen`` (reasoning and code fences removed):
+    ``judge_score`` (the sum of the rubric's fields) and, for a rubric of several fields, each part.
+    Never raises."""
+    payload = find_json(answer_text(text or ""))
     if not isinstance(payload, dict):
         return {"judge_score": None, "judge_status": "failed", "judge_error": "no JSON object in the judge answer"}
+    reason = payload.get("reason") if isinstance(payload.get("reason"), str) else None
     parts = {name: _integer(payload.get(name), low, high) for name, low, high in chosen.fields}
     if any(v is None for v in parts.values()):
         wanted = " and ".join(f"{name} {low}-{high}" for name, low, high in chosen.fields)
         return {"judge_score": None, "judge_status": "failed",
                 "judge_error": f"{wanted} {'is' if len(parts) == 1 else 'are'} required (integers)"}
     extra = parts if len(parts) > 1 else {}
-    return {"judge_score": sum(parts.values()), "judge_status": "ok", **extra, "judge_reason": payload.get("reason")}
+    return {"judge_score": sum(parts.values()), "judge_status": "ok", **extra, "judge_reason": reason}
 
 
 def parse(task: str, text: str, vp_scale: str) -> dict[str, Any]:
-    """The judge's score from its raw answer to the task's main rubric."""
+    """The judge's score from its raw answer to the task's main rubric. Never raises."""
     return read_score(rubric(task, vp_scale), text)
+
+
+def rubric_verdict(chosen: Rubric, answer: Completion) -> dict[str, Any]:
+    """The parsed verdict of one judge answer; a refused or cut-short answer is a failed verdict."""
+    if answer.refusal:
+        return {"judge_score": None, "judge_status": "failed", "judge_error": f"refused: {answer.refusal}"}
+    parsed = read_score(chosen, answer.text)
+    if parsed["judge_status"] != "ok" and (answer.finish_reason == "length" or unfinished_reasoning(answer.text)):
+        parsed["judge_error"] = "truncated"
+    return parsed
+
+
+def verdict(task: str, answer: Completion, vp_scale: str) -> dict[str, Any]:
+    """The parsed verdict of one judge answer to the task's main rubric."""
+    return rubric_verdict(rubric(task, vp_scale), answer)
 
 
 def _prefixed(line: dict[str, Any], prefix: str) -> dict[str, Any]:
@@ -89,31 +113,78 @@ def _prefixed(line: dict[str, Any], prefix: str) -> dict[str, Any]:
     return {(prefix + k[len("judge_"):] if k.startswith("judge_") else prefix + k): v for k, v in line.items()}
 
 
+def prompt_key(model: str, messages: Messages) -> str:
+    return hashlib.sha256(json.dumps([model, messages], ensure_ascii=True).encode()).hexdigest()
+
+
+class JudgeCache:
+    """Judge answers by (judge model, prompt hash), appended to a jsonl file as they arrive. Answers cut
+    short by the budget are not kept (a larger budget should ask again)."""
+
+    def __init__(self, path: Path | None):
+        from .runner import read_jsonl
+
+        self.path = path
+        self.entries = {e["key"]: e for e in read_jsonl(path)} if path is not None else {}
+
+    def get(self, key: str) -> Completion | None:
+        entry = self.entries.get(key)
+        return None if entry is None else Completion(entry["raw"], entry.get("finish_reason"), entry.get("usage"),
+                                                     entry.get("refusal"))
+
+    def put(self, model: str, answers: Sequence[tuple[str, Completion]]) -> None:
+        from .runner import append_jsonl
+
+        new = [{"key": key, "judge_model": model, "raw": a.text, "finish_reason": a.finish_reason,
+                "usage": a.usage, "refusal": a.refusal}
+               for key, a in answers if a.finish_reason != "length" and key not in self.entries]
+        self.entries.update((e["key"], e) for e in new)
+        if new and self.path is not None:
+            append_jsonl(self.path, new)
+
+
 class Judge:
-    def __init__(self, backend: Backend, *, model: str, vp_scale: str = "likert5", max_new_tokens: int = 256):
+    def __init__(self, backend: Backend, *, model: str, vp_scale: str = "likert5", max_new_tokens: int = 256,
+                 cache: JudgeCache | None = None):
         self.backend, self.model, self.vp_scale, self.max_new_tokens = backend, model, vp_scale, max_new_tokens
+        self.cache = cache or JudgeCache(None)
 
     def judge(self, records: Sequence[dict[str, Any]], instances: dict[str, Instance]) -> list[dict[str, Any]]:
-        """One score line per record, in order: ``id`` plus, for each of its task's judge checks, the
-        score, status, raw answer, model and scale under the check's prefix (``judge_score``, ...)."""
+        """One score line per record, in order: ``id`` plus, for each of its task's judge checks, the score,
+        status, raw answer, usage, ... under the check's prefix (``judge_score``, ``human_judge_score``, ...).
+        Cached verdicts are reused; a stopping API error keeps the verdicts that finished."""
         lines: list[dict[str, Any]] = [{"id": record["id"]} for record in records]
-        asked: list[tuple[int, JudgeCheck]] = []
+        checks: dict[tuple[int, int], JudgeCheck] = {}
+        prompts: dict[tuple[int, int], Messages] = {}
         for i, record in enumerate(records):
-            for check in TASKS[record["task"]].judge_checks(record, instances.get(record["id"]), self.vp_scale):
-                low, high = check.rubric.low, check.rubric.high
-                base = {"judge_model": self.model, "judge_scale": f"{low}-{high}"}
+            for k, check in enumerate(TASKS[record["task"]].judge_checks(record, instances.get(record["id"]),
+                                                                         self.vp_scale)):
+                base = {"judge_model": self.model, "judge_scale": f"{check.rubric.low}-{check.rubric.high}"}
                 if check.of_prediction and record["parse_status"] != "ok":
-                    lines[i].update(_prefixed({**base, "judge_score": low, "judge_raw": None,
+                    lines[i].update(_prefixed({**base, "judge_score": check.rubric.low, "judge_raw": None,
                                                "judge_status": "not judged: the prediction did not parse"},
                                               check.prefix))
                 else:
                     lines[i].update(_prefixed(base, check.prefix))
-                    asked.append((i, check))
+                    checks[(i, k)], prompts[(i, k)] = check, check_prompt(check)
+        keys = {ik: prompt_key(self.model, p) for ik, p in prompts.items()}
+        answers = {ik: self.cache.get(key) for ik, key in keys.items()}
+        cached = {ik for ik, a in answers.items() if a is not None}
+        asked = [ik for ik in prompts if ik not in cached]
         if asked:
-            texts = self.backend.generate(
-                [check_prompt(check) for _, check in asked],
-                max_new_tokens=[self.max_new_tokens] * len(asked),
-                constraints=[{"json": rubric_schema(check.rubric)} for _, check in asked])
-            for (i, check), text in zip(asked, texts):
-                lines[i].update(_prefixed({**read_score(check.rubric, text), "judge_raw": text}, check.prefix))
+            try:
+                texts = self.backend.generate(
+                    [prompts[ik] for ik in asked], max_new_tokens=[self.max_new_tokens] * len(asked),
+                    constraints=[{"json": rubric_schema(checks[ik].rubric)} for ik in asked])
+            except BackendError as stop:
+                self.cache.put(self.model, [(keys[ik], a) for ik, a in zip(asked, stop.partial) if a is not None])
+                stop.where = f"judging {records[asked[stop.index][0]]['id']}" if stop.index is not None else "judge"
+                raise
+            answers.update((ik, as_completion(t)) for ik, t in zip(asked, texts))
+            self.cache.put(self.model, [(keys[ik], answers[ik]) for ik in asked])
+        for (i, k), answer in answers.items():
+            check = checks[(i, k)]
+            lines[i].update(_prefixed({**rubric_verdict(check.rubric, answer), "judge_raw": answer.text,
+                                       "judge_finish_reason": answer.finish_reason, "judge_usage": answer.usage,
+                                       "judge_cached": (i, k) in cached}, check.prefix))
         return lines

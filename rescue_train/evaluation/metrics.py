@@ -103,20 +103,34 @@ def _ranking(records: list[dict], task: str, label_space: Sequence[str] | None) 
     return out
 
 
+def _judge_floor(scores: dict[str, Any]) -> int:
+    """The bottom of the judge's scale ("1-5" -> 1, "0-6" -> 0)."""
+    return int(str(scores.get("judge_scale", "1-5")).split("-")[0])
+
+
 def _generation(records: list[dict], task: str) -> dict[str, Any]:
+    """ER and VP under one failure rule: a failed answer (a parse failure, a refusal, a truncated answer) or
+    an unreadable judge verdict scores the bottom of the scale on every judged component (S_emo 1, S_int 1,
+    VP judge 1, or 0 on the 0-6 scale), and a failed answer BERTScore 0; so every mean, and
+    S_ER = (S_emo + S_int) / 2, runs over the same instances."""
     scores = [r.get("scores") or {} for r in records]
-    out: dict[str, Any] = {"bertscore_f1": _mean(s.get("bertscore_f1") for s in scores),
-                           "judged": sum(s.get("judge_score") is not None for s in scores)}
+    failed_answer = [r.get("parse_status") != "ok" for r in records]
+    failed_verdict = [s.get("judge_status") == "failed" for s in scores]
+    judge = [None if not s.get("judge_status") else _judge_floor(s) if bad else s.get("judge_score")
+             for s, bad in zip(scores, failed_verdict)]
+    bert = [0.0 if bad and s.get("bertscore_f1") is not None else s.get("bertscore_f1")
+            for s, bad in zip(scores, failed_answer)]
+    out: dict[str, Any] = {"bertscore_f1": _mean(bert), "judged": sum(s.get("judge_status") == "ok" for s in scores),
+                           "judge_failures": sum(failed_verdict)}
     if TASKS[task].metric == "emotion":
-        intensity = [instance_scores(task, r["gold"], r["prediction"])["intensity_score"] for r in records]
-        emotion = [s.get("judge_score") for s in scores]
+        intensity = [1.0 if answer or verdict else instance_scores(task, r["gold"], r["prediction"])["intensity_score"]
+                     for r, answer, verdict in zip(records, failed_answer, failed_verdict)]
         out["s_int"] = _mean(intensity)
-        out["s_emo"] = _mean(emotion)
-        both = [(e + i) / 2 for e, i in zip(emotion, intensity) if e is not None]
-        out["s_er"] = _mean(both)
+        out["s_emo"] = _mean(judge) if all(j is not None for j in judge) else None
+        out["s_er"] = None if out["s_emo"] is None else _mean((e + i) / 2 for e, i in zip(judge, intensity))
         out["judge"] = out["s_er"]
     else:
-        out["judge"] = _mean(s.get("judge_score") for s in scores)
+        out["judge"] = _mean(judge) if all(j is not None for j in judge) else None
     return out
 
 
@@ -135,21 +149,37 @@ def _text_profile(texts: Sequence[str]) -> dict[str, float | None]:
             "distinct_1": distinct_n(texts, 1), "distinct_2": distinct_n(texts, 2)}
 
 
+def _verdicts(scores: list[dict], prefix: str = "judge_") -> float | None:
+    """The mean judge score under ``prefix`` by the failure rule of ``_generation``: a failed verdict scores
+    the bottom of its scale; None when any instance has no verdict."""
+    values = []
+    for s in scores:
+        status = s.get(f"{prefix}status")
+        if not status:
+            return None
+        bottom = int(str(s.get(f"{prefix}scale", "1-5")).split("-")[0])
+        values.append(bottom if status == "failed" else s.get(f"{prefix}score"))
+    return _mean(values)
+
+
 def _support(records: list[dict], task: str, label_space=None) -> dict[str, Any]:
     """Free-text support turns: BERTScore and the judge's 1-5 rubric against the real turn, the adherence
     rate (condition target_strategy), length and distinct-1/2; ``human`` holds the same numbers for the
-    real therapists' turns (judged by the same rubric; BERTScore against themselves is 1)."""
+    real therapists' turns (judged by the same rubric; BERTScore against themselves is 1). Failed answers
+    and unreadable verdicts score the bottom of the scale, as for ER and VP."""
     scores = [r.get("scores") or {} for r in records]
-    bert = _mean(s.get("bertscore_f1") for s in scores)
+    failed_answer = [r.get("parse_status") != "ok" for r in records]
+    bert = _mean(0.0 if bad and s.get("bertscore_f1") is not None else s.get("bertscore_f1")
+                 for s, bad in zip(scores, failed_answer))
     out: dict[str, Any] = {
-        "bertscore_f1": bert, "judge": _mean(s.get("judge_score") for s in scores),
-        "judged": sum(s.get("judge_score") is not None for s in scores),
-        "adherence": _mean(s.get("adherence_score") for s in scores),
-        **_text_profile([r["prediction"] if r.get("parse_status") == "ok" else "" for r in records]),
+        "bertscore_f1": bert, "judge": _verdicts(scores),
+        "judged": sum(s.get("judge_status") == "ok" for s in scores),
+        "judge_failures": sum(s.get("judge_status") == "failed" for s in scores),
+        "adherence": _verdicts(scores, "adherence_"),
+        **_text_profile(["" if bad else r["prediction"] for r, bad in zip(records, failed_answer)]),
     }
-    out["human"] = {"bertscore_f1": None if bert is None else 1.0,
-                    "judge": _mean(s.get("human_judge_score") for s in scores),
-                    "adherence": _mean(s.get("human_adherence_score") for s in scores),
+    out["human"] = {"bertscore_f1": None if bert is None else 1.0, "judge": _verdicts(scores, "human_judge_"),
+                    "adherence": _verdicts(scores, "human_adherence_"),
                     **_text_profile([r["gold"] for r in records])}
     return out
 
@@ -187,6 +217,8 @@ def aggregate(task: str, records: Sequence[dict], label_spaces: dict[str, Sequen
         metrics = AGGREGATORS[TASKS[task].metric](chosen, task, space)
         metrics["n"] = len(chosen)
         metrics["parse_failures"] = sum(r.get("parse_status") != "ok" for r in chosen)
+        metrics["truncated"] = sum(r.get("parse_error") == "truncated" for r in chosen)
+        metrics["refused"] = sum(str(r.get("parse_error") or "").startswith("refused") for r in chosen)
         out[scope] = metrics
     return out
 

@@ -1,11 +1,12 @@
 """The three ways of asking a model, and how its answers become prediction records.
 
-* ``sft``: the converter's prompts and bare-label answers (``fmt="label"``): what the recipes train on.
+* ``sft``: the converter's prompts and answers in ``data.answer_format`` (bare labels or the paper's JSON):
+  byte for byte what a run with the same data configuration trained on (``eval run=RUN_DIR``).
 * ``paper``: the authors' zero-shot structure: one user message (no system turn) asking for JSON answers,
   top-3 lists for RPP/STP/SSP, with nothing that reveals the gold (the reference ITP prompt did).
-* ``rank``: for the closed-set tasks, every candidate's answer text is scored by its log-likelihood after
-  the sft prompt: a full ranking, no parse failures, no generated tokens. The generation tasks (ER, VP,
-  RSG), which have no candidates, are generated with the sft prompts.
+* ``rank``: for the closed-set tasks, every candidate's answer text (in ``data.answer_format``) is scored by
+  its log-likelihood after the sft prompt: a full ranking, no parse failures, no generated tokens. The
+  generation tasks (ER, VP, RSG), which have no candidates, are generated with the sft prompts.
 """
 
 from __future__ import annotations
@@ -14,16 +15,18 @@ import hashlib
 import json
 from typing import Any, Sequence
 
-from ..tasks import TASKS, Instance, render
-from .backends import Backend, Messages
+from ..tasks import TASKS, Instance, Parsed, render
+from ..tasks.base import answer_text, unfinished_reasoning
+from .backends import Backend, BackendError, Completion, Messages, as_completion
 from .metrics import instance_scores
 
-def answer_format(protocol: str) -> str:
-    return "json" if protocol == "paper" else "label"
+def answer_format(protocol: str, trained: str = "label") -> str:
+    """The paper protocol asks for JSON; sft and rank use the data configuration's answer format."""
+    return "json" if protocol == "paper" else trained
 
 
-def messages(inst: Instance, protocol: str, mode: str) -> Messages:
-    rendered = render(inst, mode, answer_format(protocol))
+def messages(inst: Instance, protocol: str, mode: str, fmt: str = "label") -> Messages:
+    rendered = render(inst, mode, answer_format(protocol, fmt))
     if protocol == "paper":
         return [{"role": "user", "content": "\n\n".join(m["content"] for m in rendered)}]
     return rendered
@@ -37,16 +40,19 @@ def is_ranked(inst: Instance, protocol: str) -> bool:
     return protocol == "rank" and TASKS[inst.task].closed_set
 
 
-def max_new_tokens(inst: Instance, protocol: str, override: int | None) -> int:
+def max_new_tokens(inst: Instance, protocol: str, override: int | dict[str, int] | None, fmt: str = "label") -> int:
+    """The answer budget: ``override`` (one number, or per task), else the default for the answer format."""
+    if isinstance(override, dict):
+        override = override.get(inst.task)
     if override:
         return override
-    return TASKS[inst.task].max_new_tokens[answer_format(protocol)]
+    return TASKS[inst.task].max_new_tokens[answer_format(protocol, fmt)]
 
 
-def constraint(inst: Instance, protocol: str) -> dict[str, Any] | None:
+def constraint(inst: Instance, protocol: str, fmt: str = "label") -> dict[str, Any] | None:
     """Structured-output constraint for the answer: the candidate labels, the answer's JSON schema, or
     None for free text."""
-    return TASKS[inst.task].answer_schema(inst, answer_format(protocol))
+    return TASKS[inst.task].answer_schema(inst, answer_format(protocol, fmt))
 
 
 def base_record(inst: Instance, protocol: str, prompt: Messages) -> dict[str, Any]:
@@ -55,11 +61,27 @@ def base_record(inst: Instance, protocol: str, prompt: Messages) -> dict[str, An
             "prompt_hash": prompt_hash(prompt), "gold": inst.gold}
 
 
-def generated_record(inst: Instance, protocol: str, prompt: Messages, raw: str) -> dict[str, Any]:
-    parsed = TASKS[inst.task].parse(inst, raw, answer_format(protocol))
-    value = list(parsed.value) if TASKS[inst.task].closed_set else parsed.value
+def failure_reason(completion: Completion, protocol: str) -> str | None:
+    """Why an answer counts as failed whatever it says: refused by a content policy, or cut short
+    (``truncated``: a paper-protocol answer that hit its budget, or reasoning that never closed). Short
+    label answers (sft) are read up to the budget: the label comes first."""
+    if completion.refusal:
+        return f"refused: {completion.refusal}"
+    if (completion.finish_reason == "length" and protocol == "paper") or unfinished_reasoning(completion.text):
+        return "truncated"
+    return None
+
+
+def generated_record(inst: Instance, protocol: str, prompt: Messages, raw: str | Completion,
+                     fmt: str = "label") -> dict[str, Any]:
+    completion, task, fmt = as_completion(raw), TASKS[inst.task], answer_format(protocol, fmt)
+    failure = failure_reason(completion, protocol)
+    empty = task.parse(inst, "", fmt).value  # what a failed answer is scored as, whatever part of it parsed
+    parsed = Parsed("failed", empty, failure) if failure else task.parse(inst, answer_text(completion.text), fmt)
+    value = list(parsed.value) if task.closed_set else parsed.value
     return {**base_record(inst, protocol, prompt), "prediction": value, "parse_status": parsed.status,
-            "parse_error": parsed.error or None, "raw": raw, "scores": instance_scores(inst.task, inst.gold, value)}
+            "parse_error": parsed.error or None, "raw": completion.text, "finish_reason": completion.finish_reason,
+            "usage": completion.usage, "scores": instance_scores(inst.task, inst.gold, value if parsed.ok else empty)}
 
 
 def ranked_record(inst: Instance, prompt: Messages, scored, rank_score: str) -> dict[str, Any]:
@@ -73,14 +95,16 @@ def ranked_record(inst: Instance, prompt: Messages, scored, rank_score: str) -> 
 
 
 def predict(backend: Backend, instances: Sequence[Instance], *, protocol: str, mode: str, adapter: str | None,
-            max_tokens: int | None = None, constrained: bool = True, rank_score: str = "sum") -> list[dict]:
+            max_tokens: int | None = None, constrained: bool = True, rank_score: str = "sum",
+            answer_format: str = "label") -> list[dict]:
     """Prediction records for ``instances``, in order: ranked ones in one scoring call, the rest in one
-    generation call (the backend batches)."""
-    prompts = [messages(inst, "sft" if is_ranked(inst, protocol) else protocol, mode) for inst in instances]
+    generation call (the backend batches). ``answer_format`` is the data configuration's (sft and rank)."""
+    fmt = answer_format
+    prompts = [messages(inst, "sft" if is_ranked(inst, protocol) else protocol, mode, fmt) for inst in instances]
     records: list[dict | None] = [None] * len(instances)
     ranked = [i for i, inst in enumerate(instances) if is_ranked(inst, protocol)]
     if ranked:
-        requests = [(prompts[i], [TASKS[instances[i].task].answer(instances[i], "label", value=c)
+        requests = [(prompts[i], [TASKS[instances[i].task].answer(instances[i], fmt, value=c)
                                   for c in instances[i].candidates]) for i in ranked]
         for i, scored in zip(ranked, backend.loglikelihood(requests, adapter=adapter)):
             records[i] = ranked_record(instances[i], prompts[i], scored, rank_score)
@@ -88,11 +112,18 @@ def predict(backend: Backend, instances: Sequence[Instance], *, protocol: str, m
     if generated:
         # ER/VP under the rank protocol are asked with the sft prompts.
         asked = {i: "sft" if protocol == "rank" else protocol for i in generated}
-        texts = backend.generate(
-            [prompts[i] for i in generated],
-            max_new_tokens=[max_new_tokens(instances[i], asked[i], max_tokens) for i in generated],
-            constraints=[constraint(instances[i], asked[i]) if constrained else None for i in generated],
-            adapter=adapter)
+        try:
+            texts = backend.generate(
+                [prompts[i] for i in generated],
+                max_new_tokens=[max_new_tokens(instances[i], asked[i], max_tokens, fmt) for i in generated],
+                constraints=[constraint(instances[i], asked[i], fmt) if constrained else None for i in generated],
+                adapter=adapter)
+        except BackendError as stop:  # name the instance; hand back what finished, to be kept
+            stop.where = instances[generated[stop.index]].id if stop.index is not None else None
+            stop.records = [r for r in records if r is not None] + [
+                generated_record(instances[i], asked[i], prompts[i], done, fmt)
+                for i, done in zip(generated, stop.partial) if done is not None]
+            raise
         for i, text in zip(generated, texts):
-            records[i] = generated_record(instances[i], asked[i], prompts[i], text)
+            records[i] = generated_record(instances[i], asked[i], prompts[i], text, fmt)
     return records  # type: ignore[return-value]

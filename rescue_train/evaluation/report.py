@@ -103,12 +103,14 @@ def further_tasks(results: Sequence[dict[str, Any]]) -> str:
 
 
 def failures(results: Sequence[dict[str, Any]]) -> str:
-    lines = ["| Model | Task | n | Parse failures | Judged |", "|---|---|---:|---:|---:|"]
+    lines = ["| Model | Task | n | Parse failures | of which truncated | refused | Judged | Judge failures |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         for task, scopes in r["aggregates"].items():
             both = scopes.get("both", {})
-            judged = both.get("judged", "–")
-            lines.append(f"| {name_of(r)} | {task} | {both.get('n', 0)} | {both.get('parse_failures', 0)} | {judged} |")
+            counts = [both.get(k, "–")
+                      for k in ("n", "parse_failures", "truncated", "refused", "judged", "judge_failures")]
+            lines.append(f"| {name_of(r)} | {task} | " + " | ".join(map(str, counts)) + " |")
     return "\n".join(lines)
 
 

@@ -19,17 +19,21 @@ import datetime as dt
 import hashlib
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable
 
 from ..data import load_benchmark
 from ..data.splits import SplitManifest, assign_units, check_leakage, make_manifest
 from ..provenance import config_hash, git_commit, versions, write_json_atomic
-from ..tasks import TASKS, BuildOptions, Instance, build
-from .config import RUNTIME_KEYS, EvalConfig, ModelSpec, make_backend, resolve_model, to_dict, use_run_split
+from ..settings import flatten
+from ..tasks import TASKS, Instance, build
+from .backends import BackendError
+from .config import (RUNTIME_KEYS, ApiOptions, EvalConfig, ModelSpec, budget_override, judge_budget, make_backend,
+                     resolve_model, to_dict)
 from .metrics import aggregate, table5_row, task_labels
 from .protocols import predict
+from .usage import print_estimate, usage_totals
 
 RESULTS_FORMAT = "rescue-train/eval-results/v1"
 DEFAULT_CHUNK = {"hf": None, "vllm": 1024, "openai": 64}
@@ -46,31 +50,30 @@ class EvalData:
 
 def load_instances(cfg: EvalConfig) -> EvalData:
     """The test instances of every requested task (the whole benchmark, or the test fold of a manifest)."""
-    bench = load_benchmark(cfg.data)
-    options = BuildOptions(context=cfg.context, rpp_definition=cfg.rpp_definition, stp_targets=cfg.stp_targets,
-                           ssp_target_emotion=cfg.ssp_target_emotion, rsg_condition=cfg.rsg_condition,
-                           rsg_min_words=cfg.rsg_min_words, rsg_per_sample=cfg.rsg_per_sample)
-    if cfg.split == "none":
+    data = cfg.data
+    bench = load_benchmark(data.source)
+    if data.split == "none":
         manifest = make_manifest(bench.samples, "none")
         keep = None
     else:
-        path = Path(cfg.manifest) if cfg.manifest else None
+        path = Path(data.manifest) if data.manifest else None
         if path is not None and path.exists():
             manifest = SplitManifest.load(path)
             check_leakage(bench.samples, manifest)
         else:
-            manifest = make_manifest(bench.samples, "kfold", cfg.folds, cfg.seed)
+            manifest = make_manifest(bench.samples, data.split, data.folds, data.split_seed)
             if path is not None:
                 manifest.save(path)
-        roles = manifest.roles(cfg.test_fold)
+        roles = manifest.roles(data.test_fold)
         keep = {unit for unit, role in roles.items() if role == "test"}
     units = assign_units(bench.samples)
     instances = {}
     for task in cfg.tasks:
-        chosen = [i for i in build(task, bench.samples, options, units).instances if keep is None or i.unit in keep]
+        chosen = [i for i in build(task, bench.samples, data.build_options(), units).instances
+                  if keep is None or i.unit in keep]
         instances[task] = chosen[:cfg.limit] if cfg.limit else chosen
     split = {"scheme": manifest.scheme, "manifest_hash": manifest.hash, "seed": manifest.seed, "k": manifest.k,
-             "test_fold": cfg.test_fold if cfg.split == "kfold" else None, "manifest_notes": manifest.notes}
+             "test_fold": data.test_fold if manifest.scheme == "kfold" else None, "manifest_notes": manifest.notes}
     return EvalData(instances, bench.source, bench.fingerprint, bench.notes, split)
 
 
@@ -101,18 +104,23 @@ def read_jsonl(path: Path) -> list[dict]:
                 write_jsonl_atomic(path, records)
                 break
             raise ValueError(f"{path}:{number}: corrupt record ({exc.msg}); delete the run folder or the line") from None
+    if lines[-1]:  # the crash also cost the last record its newline: end the line, or the next append joins it
+        write_jsonl_atomic(path, records)
     return records
 
 
+# A lone surrogate (a model answer's escaped "\\ud800") cannot be written as UTF-8: backslashreplace writes
+# it as the JSON escape it came from (it only occurs inside JSON strings), so every line reads back.
 def write_jsonl_atomic(path: Path, records: Iterable[dict]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8",
+                   errors="backslashreplace")
     tmp.replace(path)
 
 
 def append_jsonl(path: Path, records: Iterable[dict]) -> None:
     text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-    with path.open("a", encoding="utf-8") as handle:
+    with path.open("a", encoding="utf-8", errors="backslashreplace") as handle:
         handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())
@@ -130,8 +138,16 @@ class Variant:
     provenance: dict[str, Any] = field(default_factory=dict)
 
 
+def default_output(cfg: EvalConfig, spec: ModelSpec) -> Path:
+    """runs/eval/<model>[+<adapter>...]/<protocol>: a second model or adapter does not land in the same folder."""
+    model = Path(spec.model).name if Path(spec.model).exists() else spec.model.replace("/", "--")
+    if model.startswith("tiny-"):  # the tiny model lives in a cache folder named by its build hash
+        model = "tiny"
+    return Path("runs/eval", "+".join([model, *spec.adapters]), cfg.protocol)
+
+
 def variants(cfg: EvalConfig, spec: ModelSpec) -> list[Variant]:
-    out = Path(cfg.output)
+    out = Path(cfg.output_dir) if cfg.output_dir else default_output(cfg, spec)
     names = list(spec.adapters)
     chosen = ([None] if (cfg.include_base or not names) else []) + names
     if len(chosen) == 1:
@@ -150,13 +166,20 @@ def prediction_identity(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data
 
 
 def scoring_identity(cfg: EvalConfig) -> dict[str, Any]:
-    judge = {k: v for k, v in to_dict(cfg)["judge"].items() if k != "batch_size"}
+    judge = {k: v for k, v in to_dict(cfg)["judge"].items() if k not in ("batch_size", "cache", *RUNTIME_KEYS)}
     bert = {k: v for k, v in to_dict(cfg)["bertscore"].items() if k not in ("batch_size", "device")}
     return {"judge": judge, "bertscore": bert}
 
 
+def differing_keys(old: dict, new: dict) -> list[str]:
+    """The dotted keys whose values differ between two identities."""
+    a, b = flatten(old), flatten(new)
+    return sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+
+
 class RunFolder:
-    def __init__(self, path: Path, prediction_hash: str, scoring_hash: str, overwrite: bool):
+    def __init__(self, path: Path, prediction_hash: str, scoring_hash: str, overwrite: bool,
+                 identity: dict | None = None):
         self.path = path
         self.predictions = path / "predictions.jsonl"
         self.scores = path / "scores.jsonl"
@@ -166,16 +189,20 @@ class RunFolder:
             known = json.loads(run_file.read_text())
             if known.get("prediction_hash") != prediction_hash:
                 if not overwrite:
-                    raise ValueError(
-                        f"{path} holds a run with another configuration (hash {known.get('prediction_hash')}, this "
-                        f"one {prediction_hash}); pass overwrite=true to start over, or choose another output=")
+                    differ = differing_keys(known.get("identity") or {}, identity or {}) if known.get("identity") \
+                        else []
+                    shown = "; ".join(f"{k}: {flatten(known['identity']).get(k)!r} there, "
+                                      f"{flatten(identity or {}).get(k)!r} here" for k in differ[:3])
+                    shown = shown or f"hash {known.get('prediction_hash')}, this one {prediction_hash}"
+                    raise ValueError(f"{path} holds a run with another configuration ({shown}); pass overwrite=true "
+                                     "to start over, or choose another output_dir=")
                 for stale in (self.predictions, self.scores, path / "results.json"):
                     stale.unlink(missing_ok=True)
             elif known.get("scoring_hash") != scoring_hash and self.scores.exists():
                 print(f"note: judge/BERTScore settings changed; the old scores in {self.scores} are discarded")
                 self.scores.unlink()
         write_json_atomic(run_file, {"format": RESULTS_FORMAT, "prediction_hash": prediction_hash,
-                                     "scoring_hash": scoring_hash})
+                                     "scoring_hash": scoring_hash, "identity": identity})
 
     def done_predictions(self) -> dict[str, dict]:
         return {r["id"]: r for r in read_jsonl(self.predictions)}
@@ -225,14 +252,22 @@ class LazyBackend:
 def run_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalData, backend: LazyBackend,
                 scorers: list) -> dict:
     identity = prediction_identity(cfg, spec, variant, data)
-    folder = RunFolder(variant.output, config_hash(identity), config_hash(scoring_identity(cfg)), cfg.overwrite)
+    folder = RunFolder(variant.output, config_hash(identity), config_hash(scoring_identity(cfg)), cfg.overwrite,
+                       identity)
     done = folder.done_predictions()
     todo = [inst for task in cfg.tasks for inst in data.instances[task] if inst.id not in done]
     chunk = cfg.chunk or DEFAULT_CHUNK[cfg.backend] or cfg.batch_size
+    print_estimate(cfg, todo, [i for task in cfg.tasks for i in data.instances[task]], done, folder)
     with _progress(len(todo), f"{variant.name}: predict", cfg.progress) as bar:
         for part in _chunks(todo, chunk):
-            records = predict(backend.get(), part, protocol=cfg.protocol, mode=cfg.mode, adapter=variant.adapter,
-                              max_tokens=cfg.max_new_tokens, constrained=cfg.constrained, rank_score=cfg.rank_score)
+            try:
+                records = predict(backend.get(), part, protocol=cfg.protocol, mode=cfg.data.mode,
+                                  answer_format=cfg.data.answer_format, adapter=variant.adapter,
+                                  max_tokens=budget_override(cfg), constrained=cfg.constrained,
+                                  rank_score=cfg.rank_score)
+            except BackendError as stop:  # keep what finished, so that the rerun resumes after it
+                append_jsonl(folder.predictions, stop.records)
+                raise
             append_jsonl(folder.predictions, records)
             done.update((r["id"], r) for r in records)
             bar.update(len(part))
@@ -240,6 +275,7 @@ def run_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalDa
     records = [done[i] for i in instances]
     scores = folder.done_scores()
     for scorer in scorers:
+        scorer.folder = folder.path
         todo_records = [r for r in records if scorer.applies(r["task"]) and scorer.key not in scores.get(r["id"], {})]
         with _progress(len(todo_records), f"{variant.name}: {scorer.name}", cfg.progress) as bar:
             for part in _chunks(todo_records, scorer.chunk):
@@ -254,7 +290,7 @@ def run_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalDa
 
 
 class BertScoreStage:
-    name, key, chunk = "bertscore", "bertscore_f1", 256
+    name, key, chunk, folder = "bertscore", "bertscore_f1", 256, None
 
     @staticmethod
     def applies(task: str) -> bool:
@@ -271,14 +307,15 @@ class BertScoreStage:
             refs = [texts(r["task"], r["gold"], r["prediction"])[1] for r in records if self.applies(r["task"])]
             self.metric = BertScore(self.cfg.model, self.cfg.num_layers, self.cfg.idf, self.cfg.rescale,
                                     self.cfg.batch_size, self.cfg.device, idf_sentences=refs)
-        pairs = [texts(r["task"], r["gold"], r["prediction"]) for r in part]
+        # A failed answer scores 0 whatever part of it parsed (the one failure rule, metrics.py).
+        pairs = [texts(r["task"], r["gold"], r["prediction"] if r["parse_status"] == "ok" else None) for r in part]
         values = self.metric.f1([c for c, _ in pairs], [ref for _, ref in pairs])
         return [{"id": r["id"], "bertscore_f1": v, "bertscore_model": self.metric.settings["model"]}
                 for r, v in zip(part, values)]
 
 
 class JudgeStage:
-    name, key = "judge", "judge_status"
+    name, key, folder = "judge", "judge_status", None
 
     @staticmethod
     def applies(task: str) -> bool:
@@ -294,16 +331,20 @@ class JudgeStage:
         self.judge = None
 
     def score(self, part: list[dict], instances: dict, records: list[dict]) -> list[dict]:
+        from .judge import JudgeCache
+
         if self.judge is None:
-            backend = self._backend or make_judge_backend(self.cfg)
-            self.judge = self._judge_cls(backend, model=self.cfg.model, vp_scale=self.cfg.vp_scale,
-                                         max_new_tokens=self.cfg.max_new_tokens)
+            self.judge = self._judge_cls(self._backend or make_judge_backend(self.cfg), model=self.cfg.model,
+                                         vp_scale=self.cfg.vp_scale, max_new_tokens=judge_budget(self.cfg))
+        cache = self.folder / "judge_cache.jsonl" if self.cfg.cache and self.folder else None
+        if self.judge.cache.path != cache:  # one cache file per run folder
+            self.judge.cache = JudgeCache(cache)
         return self.judge.judge(part, instances)
 
 
 def make_judge_backend(judge) -> Any:
-    cfg = EvalConfig(model=judge.model, backend=judge.backend, base_url=judge.base_url,
-                     api_key_env=judge.api_key_env, batch_size=judge.batch_size, progress=False)
+    options = {f.name: getattr(judge, f.name) for f in fields(ApiOptions)}
+    cfg = EvalConfig(model=judge.model, backend=judge.backend, batch_size=judge.batch_size, progress=False, **options)
     return make_backend(cfg, resolve_model(cfg))
 
 
@@ -335,8 +376,10 @@ def write_results(cfg, spec, variant, data, backend_info, identity, folder, reco
         "seed": cfg.seed,
         "data": {"source": data.source, "fingerprint": data.fingerprint, "notes": data.notes},
         "split": data.split,
-        "counts": {task: {scope: {"n": agg["n"], "parse_failures": agg["parse_failures"]}
+        "counts": {task: {scope: {k: agg[k] for k in ("n", "parse_failures", "truncated", "refused", "judge_failures")
+                                  if k in agg}
                           for scope, agg in aggregates[task].items()} for task in cfg.tasks},
+        "usage": usage_totals(records),
         "aggregates": aggregates,
         "table5": {scope: table5_row(aggregates, scope) for scope in ("couple", "family", "both")},
         # The same columns for the gold answers themselves, where a task scores them (RSG's real turns).
@@ -351,11 +394,9 @@ def run(cfg: EvalConfig, *, backend=None, judge_backend=None) -> list[dict]:
     """Evaluate every variant (base and/or adapters) of ``cfg``; returns the results documents.
     ``backend``/``judge_backend`` replace the configured ones (tests, or reuse of a started engine)."""
     spec = resolve_model(cfg)
-    if cfg.split == "run":
-        use_run_split(cfg, spec)
-    elif cfg.split == "none" and spec.run_dirs:
-        print("warning: split=none evaluates on the whole benchmark, including what the adapter was trained on; "
-              "split=run evaluates on the run's held-out test fold")
+    if cfg.data.split == "none" and spec.run_dirs and not cfg.run:
+        print("warning: data.split=none evaluates on the whole benchmark, including what the adapter was trained "
+              "on; run=RUN_DIR evaluates on the run's held-out test fold with its prompts")
     data = load_instances(cfg)
     lazy = LazyBackend(cfg, spec, backend)
     try:

@@ -16,6 +16,7 @@ counts (``stats_label``).
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -43,7 +44,7 @@ class Instance(NamedTuple):
     unit: str
     scenario: str
     row_index: int
-    context: tuple[int, ...]
+    context: range  # consecutive rows: a range costs the same for 3 rows or 3,000 (all prior rows)
     current: int | None
     candidates: tuple[str, ...]
     gold: Any
@@ -248,31 +249,108 @@ def evenly_spaced(items: Sequence[Any], limit: int, *, single: str) -> list[Any]
 WORD = re.compile(r"[A-Za-z0-9']+")
 
 
+PREDICTION_CHARS = 2000  # a predicted field longer than this is cut in a judge prompt (cost bound)
+
+
+def shown(value: Any) -> str:
+    """A predicted value as a judge prompt shows it: encodable, and cut at ``PREDICTION_CHARS``."""
+    text = clean_text(str(value))
+    return text if len(text) <= PREDICTION_CHARS else text[:PREDICTION_CHARS] + " [...]"
+
+
+def text_field(item: Any, key: str) -> str:
+    """A string field of a parsed answer ('' for anything else), safe for a tokenizer."""
+    value = item.get(key) if isinstance(item, dict) else None
+    return clean_text(value).strip() if isinstance(value, str) else ""
+
+
 def word_count(text: str) -> int:
     return len(WORD.findall(text))
 
 
-def window(current: int, k: int) -> tuple[int, ...]:
-    """Row indices strictly before ``current``: none (k=0), all (k=-1) or the last k."""
+def window(current: int, k: int) -> range:
+    """Row indices strictly before ``current``: none (k=0), all (k=-1) or the last k. A range, not a tuple:
+    with all prior rows as context a tuple per instance would grow with the square of a sample's length."""
     if k == 0:
-        return ()
+        return range(current, current)
     start = 1 if k < 0 else max(1, current - k)
-    return tuple(range(start, current))
+    return range(start, current)
 
 
 _JSON_START = re.compile(r"[\[{]")
+_JSON_ATTEMPTS = 256  # start positions tried: bounds the time on megabytes of brackets
+_MAX_INT_DIGITS = 64
+
+
+def _number(text: str, convert) -> Any:
+    """JSON numbers a parser can use: NaN, +-Infinity and integers of more than 64 digits read as null."""
+    if convert is int and len(text.lstrip("-")) > _MAX_INT_DIGITS:
+        return None
+    value = convert(text)
+    return value if convert is int or math.isfinite(value) else None
+
+
+_DECODER = json.JSONDecoder(parse_int=lambda t: _number(t, int), parse_float=lambda t: _number(t, float),
+                            parse_constant=lambda _: None)
 
 
 def find_json(text: str) -> Any:
-    """The first JSON object or list inside ``text`` (code fences and chatter around it allowed)."""
-    decoder = json.JSONDecoder()
-    for match in _JSON_START.finditer(text):
+    """The first JSON object or list inside ``text`` (code fences and chatter around it allowed). Never
+    raises: nesting too deep to decode ends the search, non-finite or huge numbers are null."""
+    for attempt, match in enumerate(_JSON_START.finditer(text)):
+        if attempt == _JSON_ATTEMPTS:
+            break
         try:
-            value, _ = decoder.raw_decode(text, match.start())
-        except json.JSONDecodeError:
+            value, _ = _DECODER.raw_decode(text, match.start())
+        except ValueError:  # JSONDecodeError is one
             continue
+        except RecursionError:  # nested deeper than any answer: the brackets after it are no better
+            return None
         return value
     return None
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_THINK_TAG = re.compile(r"<(/?)think(?:ing)?>", re.I)
+
+
+def clean_text(text: str) -> str:
+    """``text`` with lone surrogates (from escaped JSON such as "\\ud800") replaced by U+FFFD, so it can be
+    encoded as UTF-8 for a request, a tokenizer or a file."""
+    return _LONE_SURROGATE.sub("\ufffd", text)
+
+
+def _reasoning_end(text: str) -> tuple[int, bool]:
+    """The end of the last ``</think>`` (0 when absent) and whether a ``<think>`` opened after it never closes."""
+    end, unfinished = 0, False
+    for match in _THINK_TAG.finditer(text):
+        unfinished = not match.group(1)
+        end = match.end() if match.group(1) else end
+    return end, unfinished
+
+
+def unfinished_reasoning(text: str) -> bool:
+    """True when a ``<think>`` block is opened and never closed: the answer was cut while reasoning."""
+    return _reasoning_end(text)[1]
+
+
+def answer_text(text: str) -> str:
+    """What a model answered, for the parsers: the text after its reasoning (after the last ``</think>``;
+    nothing when a ``<think>`` never closes) and inside the first markdown code fence, if there is one."""
+    end, unfinished = _reasoning_end(text)
+    if unfinished:
+        return ""
+    text = text[end:]
+    start = text.find("```")
+    if start >= 0:
+        line_end, close = text.find("\n", start), text.find("```", start + 3)
+        if close >= 0 and (line_end < 0 or close < line_end):  # ```label``` on one line
+            text = text[start + 3:close]
+        else:  # the body starts after the fence line (```json)
+            body = len(text) if line_end < 0 else line_end + 1
+            close = text.find("```", body)
+            text = text[body:close if close >= 0 else len(text)]
+    return text.strip()
 
 
 def _norm(label: str) -> str:

@@ -53,8 +53,8 @@ def render_row(row: Row, mode: str) -> str:
     return "\n".join(lines)
 
 
-def render_context(inst: Instance, mode: str) -> str:
-    """Scenario, participants, the prior rows and (when shown) the current turn."""
+def _context_parts(inst: Instance, mode: str, rows: str) -> list[str]:
+    """The pieces of the context text around ``rows``, the prior rows already rendered and joined."""
     sample: Sample = inst.sample
     scenario = "a couple therapy session" if inst.scenario == "couple" else "a family therapy session"
     parts = [
@@ -62,13 +62,38 @@ def render_context(inst: Instance, mode: str) -> str:
         f"'Therapist'; '{sample.group_label}' stands for the whole {inst.scenario} speaking or addressed together.",
     ]
     if inst.context:
-        rows = "\n".join(render_row(sample.row(i), mode) for i in inst.context)
         parts.append(f"Conversation so far (rows {inst.context[0]}-{inst.context[-1]}):\n{rows}")
     else:
         parts.append("Conversation so far: (no earlier rows shown)")
     if inst.current is not None:
         parts.append(f"Current turn:\n{render_row(sample.row(inst.current), mode)}")
-    return "\n\n".join(parts)
+    return parts
+
+
+def render_context(inst: Instance, mode: str) -> str:
+    """Scenario, participants, the prior rows and (when shown) the current turn."""
+    rows = "\n".join(render_row(inst.sample.row(i), mode) for i in inst.context)
+    return "\n\n".join(_context_parts(inst, mode, rows))
+
+
+class PromptSizer:
+    """``len(render_context(inst, mode))`` without building the text. With all prior rows as context the
+    texts of one sample's instances add up to the square of its length; their sizes, from running sums of
+    each row's rendered length, cost one pass over the rows."""
+
+    def __init__(self, mode: str):
+        self.mode = mode
+        self.sums: dict[str, list[int]] = {}  # sample id -> [0, len(row 1) + 1, ... + len(row k) + 1, ...]
+
+    def context_chars(self, inst: Instance) -> int:
+        sums = self.sums.get(inst.sample_id)
+        if sums is None:
+            sums = self.sums[inst.sample_id] = [0]
+            for row in inst.sample.rows:
+                sums.append(sums[-1] + len(render_row(row, self.mode)) + 1)
+        rows = sums[inst.context[-1]] - sums[inst.context[0] - 1] - 1 if inst.context else 0
+        parts = _context_parts(inst, self.mode, "")
+        return sum(map(len, parts)) + 2 * (len(parts) - 1) + rows
 
 
 def build_messages(inst: Instance, instruction: str, mode: str) -> list[dict[str, str]]:

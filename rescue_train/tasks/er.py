@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from ..data.schema import Sample
 from .base import (BuildOptions, BuildResult, Instance, JudgeCheck, Parsed, ReportColumn, Rubric, count, find_json,
-                   json_object, word_count)
+                   json_object, shown, text_field, word_count)
 from .generation import GenerationTask, first_value, speaker_turn
 
 # S_emo, the judge's part of the ER score (our own wording); intensity is scored by formula.
@@ -91,10 +91,10 @@ class EmotionRecognition(GenerationTask):
 
     def bertscore_texts(self, gold: Any, prediction: Any) -> tuple[str, str]:
         """The predicted emotion phrase against the annotated emotion description."""
-        return str((prediction or {}).get("emotion") or "").strip(), str(gold["emotion"]).strip()
+        return text_field(prediction, "emotion"), text_field(gold, "emotion")
 
     def judge_checks(self, record: dict[str, Any], inst: Instance | None, vp_scale: str) -> list[JudgeCheck]:
-        predicted = (record["prediction"] or {}).get("emotion") or "(none)"
+        predicted = shown((record["prediction"] or {}).get("emotion") or "(none)")
         material = (f"{speaker_turn(inst)}Reference emotion: {record['gold']['emotion']}\n"
                     f"Predicted emotion: {predicted}")
         return [JudgeCheck("judge_", self.judge_rubric(vp_scale), material)]

@@ -84,7 +84,7 @@ class InterventionTiming(ClosedSetTask):
         value = payload.get(self.json_key) if isinstance(payload, dict) else None
         if isinstance(value, bool):
             return Parsed("ok", (YES if value else NO,))
-        words = [str(value)] if value is not None else []
+        words = [str(value)] if isinstance(value, (str, int, float)) else []  # never str() a nested value
         words.append(text.strip().split("\n", 1)[0] if text.strip() else "")
         for word in words:
             key = word.strip().strip("\"'.!`*").lower().replace(" ", "_")

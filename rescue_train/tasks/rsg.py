@@ -27,8 +27,8 @@ from typing import Any, Sequence
 
 from ..data import taxonomy
 from ..data.schema import THERAPIST, Row, Sample
-from .base import (BuildOptions, BuildResult, Instance, JudgeCheck, Parsed, ReportColumn, Rubric, Task, count,
-                   evenly_spaced, find_json, instance_id, json_object, window, word_count)
+from .base import (BuildOptions, BuildResult, Instance, JudgeCheck, Parsed, ReportColumn, Rubric, Task, clean_text,
+                   count, evenly_spaced, find_json, instance_id, json_object, shown, window, word_count)
 from .context import render_context
 from .targets import raw_target
 
@@ -169,8 +169,8 @@ class SupportGeneration(Task):
             value = payload.get(JSON_KEY) if isinstance(payload, dict) else None
             if not isinstance(value, str) or not value.strip():
                 return Parsed("failed", "", f'no JSON object with a non-empty "{JSON_KEY}" string')
-            return Parsed("ok", value.strip())
-        turn = _SPEAKER_TAG.sub("", text.strip(), count=1).strip()
+            return Parsed("ok", clean_text(value).strip())
+        turn = _SPEAKER_TAG.sub("", clean_text(text).strip(), count=1).strip()
         if not turn:
             return Parsed("failed", "", "empty answer")
         return Parsed("ok", turn)
@@ -179,7 +179,7 @@ class SupportGeneration(Task):
         return None if fmt == "label" else {"json": json_object({JSON_KEY: {"type": "string"}})}
 
     def bertscore_texts(self, gold: Any, prediction: Any) -> tuple[str, str]:
-        return str(prediction or "").strip(), str(gold).strip()
+        return clean_text(prediction).strip() if isinstance(prediction, str) else "", clean_text(str(gold)).strip()
 
     def judge_rubric(self, vp_scale: str) -> Rubric:
         return SUPPORT_RUBRIC
@@ -192,7 +192,7 @@ class SupportGeneration(Task):
         material = context + (f"\n\nGiven for the therapist's next turn:\n{given}" if given else "")
         checks = []
         for prefix, of_prediction, turn in (("", True, record["prediction"]), ("human_", False, record["gold"])):
-            candidate = f"{material}\n\nCandidate next therapist turn: \"{turn or ''}\""
+            candidate = f"{material}\n\nCandidate next therapist turn: \"{shown(turn or '')}\""
             checks.append(JudgeCheck(f"{prefix}judge_", SUPPORT_RUBRIC, candidate, of_prediction))
             if inst is not None and inst.given_value("strategy"):
                 checks.append(JudgeCheck(f"{prefix}adherence_", ADHERENCE_RUBRIC, candidate, of_prediction))

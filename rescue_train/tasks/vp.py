@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 from ..data.schema import Sample
 from .base import (BuildOptions, BuildResult, Instance, JudgeCheck, Parsed, ReportColumn, Rubric, count, find_json,
-                   json_object)
+                   json_object, shown, text_field)
 from .generation import GenerationTask, first_value, speaker_turn
 
 # The judge's grading (our own wording): the paper's 1-5 Likert score for the whole predicted set against
@@ -37,11 +37,12 @@ JOIN = "; "
 
 
 def join_viewpoints(items: Sequence[dict[str, Any]] | None) -> str:
-    return JOIN.join(str(v.get("viewpoint", "")).strip() for v in items or () if str(v.get("viewpoint", "")).strip())
+    values = [text_field(v, "viewpoint") for v in (items if isinstance(items, (list, tuple)) else ())]
+    return JOIN.join(v for v in values if v)
 
 
 def list_viewpoints(items: Sequence[dict[str, Any]] | None) -> str:
-    lines = [f"- {v.get('source', '?')} about {v.get('target', '?')}: {v.get('viewpoint', '')}"
+    lines = [f"- {shown(v.get('source', '?'))} about {shown(v.get('target', '?'))}: {shown(v.get('viewpoint', ''))}"
              + (f" (attitude: {v['attitude']})" if v.get("attitude") else "") for v in items or ()]
     return "\n".join(lines) or "(none)"
 
@@ -107,12 +108,17 @@ class ViewpointPrediction(GenerationTask):
             return Parsed("failed", [], "no viewpoint list in the answer")
         speaker = inst.given_value("speaker")
         viewpoints = [
-            {"source": str(item.get("source") or speaker).strip(), "target": str(item["target"]).strip(),
-             "viewpoint": str(item["viewpoint"]).strip()}
-            for item in items
-            if isinstance(item, dict) and str(item.get("target") or "").strip()
-            and str(item.get("viewpoint") or "").strip()
+            {"source": _text(item.get("source")) or str(speaker), "target": _text(item.get("target")),
+             "viewpoint": _text(item.get("viewpoint"))}
+            for item in items if isinstance(item, dict) and _text(item.get("target")) and _text(item.get("viewpoint"))
         ]
         if not viewpoints:
             return Parsed("failed", [], "no viewpoint with a target and a text")
         return Parsed("ok", viewpoints)
+
+
+def _text(value: Any) -> str:
+    """A field's text: strings and numbers only (a nested value is no viewpoint field)."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return ""
+    return str(value).strip()

@@ -122,34 +122,37 @@ def training_indices(strategy: Strategy, y: np.ndarray, n_draws: int, seed: int)
 # Settings are OmegaConf structured configs, hence typing.Optional/List rather than PEP 604 annotations.
 @dataclass
 class TorchSettings:
-    model: str = "tiny-bert"
-    max_length: int = 512
-    steps: int = 200
-    batch_size: int = 16
-    eval_batch_size: int = 64
-    lr: float = 5e-4
-    weight_decay: float = 0.0
-    warmup_steps: int = 0
-    lora: bool = False
-    lora_r: int = 8
-    lora_alpha: int = 16
-    lora_dropout: float = 0.0
-    bf16: bool = False
-    crt_steps: int = 100
+    model: str = "tiny-bert"  # tiny-bert, tiny, a local folder or a hub id
+    max_length: int = 512  # tokens; longer inputs lose their oldest context (left truncation)
+    steps: int = 200  # optimiser steps
+    batch_size: int = 16  # training batch
+    eval_batch_size: int = 64  # prediction batch
+    lr: float = 5e-4  # learning rate
+    weight_decay: float = 0.0  # AdamW weight decay
+    warmup_steps: int = 0  # linear warm-up steps
+    lora: bool = False  # train a LoRA adapter (and the head) instead of every weight
+    lora_r: int = 8  # LoRA rank
+    lora_alpha: int = 16  # LoRA scaling alpha
+    lora_dropout: float = 0.0  # LoRA dropout
+    bf16: bool = False  # bf16 weights and training
+    crt_steps: int = 100  # cRT: steps of the second, classifier-only stage
     crt_lr: Optional[float] = None  # None: the same as lr
     threads: Optional[int] = None  # CPU threads for torch (None: its default); 1 is fastest for tiny models
     extra: Dict[str, Any] = field(default_factory=dict)  # passed to TrainingArguments
 
 
+TAU_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
+
+
 @dataclass
 class BalanceSettings:
-    beta: float = 0.999
-    gamma: float = 2.0
-    tau: float = 1.0
-    tau_grid: List[float] = field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0])
-    ldam_max_margin: float = 0.5
-    ldam_scale: float = 1.0
-    drw_start: float = 0.8
+    beta: float = 0.999  # effective-number weights: (1 - beta) / (1 - beta^n)
+    gamma: float = 2.0  # focal loss focusing parameter
+    tau: float = 1.0  # logit-adjustment strength (post-hoc: used when the validation fold is empty)
+    tau_grid: List[float] = field(default_factory=lambda: list(TAU_GRID))  # post-hoc tau candidates
+    ldam_max_margin: float = 0.5  # LDAM: the rarest class's margin
+    ldam_scale: float = 1.0  # LDAM: logit scale
+    drw_start: float = 0.8  # deferred re-weighting starts at this share of training
 
 
 def make_loss(strategy: Strategy, counts: np.ndarray, settings: BalanceSettings) -> Callable:

@@ -37,27 +37,22 @@ from .classifier import BalanceSettings, LabelSpace, Split, TorchSettings
 from .compare import DataSettings, fold_data, prepare_data, read_config, run_one
 from .sklearn_path import SklearnSettings
 
-# Recipe keys that only `compare` reads (a recipe serves both commands).
-COMPARE_ONLY = ("strategies", "seeds", "folds", "out_dir", "plots", "evaluation")
+# Recipe keys that only `compare` reads (a recipe serves both commands; its output_dir is the comparison's).
+COMPARE_ONLY = ("strategies", "seeds", "test_folds", "output_dir", "plots", "evaluation")
 # The metrics printed per scope, by the task's aggregation (``Task.metric``).
 SUMMARY = {"binary": ("precision", "recall", "f1", "accuracy")}
 SUMMARY_DEFAULT = ("accuracy", "macro_f1", "balanced_accuracy", "mrr")
 
 
 @dataclass
-class TrainDataSettings(DataSettings):
-    test_fold: int = 0
-
-
-@dataclass
 class ClassifyConfig:
-    recipe: str = ""
-    task: str = "rpp"
+    recipe: str = ""  # a shipped recipe name or a YAML path (recipe=...)
+    task: str = "rpp"  # itp | rpp | stp | ssp
     backend: str = "sklearn"  # sklearn | torch
     strategy: str = "none"  # one of balance.STRATEGIES that the backend supports
-    seed: int = 0
+    seed: int = 0  # training seed (the split seed is data.split_seed)
     output_dir: Optional[str] = None  # default runs/<recipe>/<backend>-<strategy>/fold<test_fold>
-    data: TrainDataSettings = field(default_factory=TrainDataSettings)
+    data: DataSettings = field(default_factory=DataSettings)
     sklearn: SklearnSettings = field(default_factory=SklearnSettings)
     torch: TorchSettings = field(default_factory=TorchSettings)
     balance: BalanceSettings = field(default_factory=BalanceSettings)
@@ -110,6 +105,14 @@ def _check_folder(run_dir: Path, resolved: str) -> None:
                          f"output_dir")
 
 
+def _relative(path: Path, run_dir: Path) -> str:
+    """``path`` relative to the run folder when inside it (the folder can move), else absolute."""
+    try:
+        return str(path.resolve().relative_to(run_dir.resolve()))
+    except ValueError:
+        return str(path.resolve())
+
+
 def _save_model(config: ClassifyConfig, run_dir: Path, fitted: dict, labels: list[str], offset) -> str:
     if config.backend == "sklearn":
         import joblib
@@ -131,6 +134,7 @@ def train(config: ClassifyConfig) -> tuple[Path, dict]:
     from omegaconf import OmegaConf
 
     from ..evaluation.metrics import aggregate, task_labels
+    from ..model_card import write_model_card
     from ..provenance import config_hash, git_commit, versions, write_json_atomic
 
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # several accelerate processes would train copies
@@ -165,13 +169,14 @@ def train(config: ClassifyConfig) -> tuple[Path, dict]:
         "strategy": config.strategy, "strategy_summary": balance.STRATEGIES[config.strategy].summary,
         "seed": config.seed, "test_fold": test_fold, "validation_fold": (test_fold + 1) % manifest.k,
         "model": model_path, "config_hash": config_hash(asdict(config)),
-        "manifest_hash": manifest.hash, "split_manifest": str(data_dir / "split_manifest.json"),
+        "manifest_hash": manifest.hash, "split_manifest": _relative(data_dir / "split_manifest.json", run_dir),
         "manifest_notes": manifest.notes, "source": meta.get("source"),
         "source_fingerprint": meta.get("source_fingerprint"), "data_fingerprint": data_fingerprint(splits),
         "units": {role: sorted({r["unit"] for r in s.rows}) for role, s in splits.items()},
         **{k: record[k] for k in ("sizes", "train_counts", "tau", "backend_info")},
         **({"tau_scores": record["tau_scores"]} if "tau_scores" in record else {}),
         "train_seconds": round(time.time() - started, 2), "git_commit": git_commit(), "versions": versions()})
+    write_model_card(run_dir)
     return run_dir, metrics
 
 
@@ -188,6 +193,12 @@ def main(argv: Sequence[str]) -> int:
     from ..data.schema import DataError
     from ..data.splits import LeakageError
 
+    from ..settings import describe
+
+    if any(a in ("-h", "--help") for a in argv):
+        print("usage: rescue-train train recipe=itp_cls|rpp_cls|stp_cls|ssp_cls|PATH.yaml strategy=NAME "
+              "[key=value ...] [--cfg]\n\nclassifier keys (key  type = default  meaning):\n" + "\n".join(describe(ClassifyConfig)))
+        return 0
     try:
         config = load_config([a for a in argv if a != "--cfg"])
         if "--cfg" in argv:
@@ -198,5 +209,5 @@ def main(argv: Sequence[str]) -> int:
         print(f"rescue-train train: error: {exc}", file=sys.stderr)
         return 2
     print("\n".join(summary_lines(config.task, metrics)))
-    print(f"run folder: {run_dir} (model, config.yaml, provenance.json, predictions.jsonl, metrics.json)")
+    print(f"run folder: {run_dir} (model, config.yaml, provenance.json, predictions.jsonl, metrics.json, README.md)")
     return 0

@@ -6,37 +6,59 @@ import os
 import sys
 from typing import Sequence
 
-USAGE = """usage: rescue-train train recipe=NAME [key=value ...]
+USAGE = """usage: rescue-train train recipe=NAME|PATH.yaml [key=value ...] [--cfg]
 
-Fine-tune a chat model with LoRA on RESCUE-Bench tasks, or, with a *_cls recipe, train one class-balanced
-classifier. Recipes: {recipes}
+Fine-tune a chat model with LoRA on RESCUE-Bench tasks, or, with a classifier recipe (*_cls), train one
+class-balanced classifier. Shipped recipes: {recipes}; or the path to your own YAML file.
 Examples:
   accelerate launch train.py recipe=ssp_lora model=tiny train.max_steps=20
   accelerate launch --config_file configs/accelerate/single_gpu.yaml train.py recipe=ssp_lora model=qwen2.5-7b-instruct
   rescue-train train recipe=rpp_cls strategy=logit_adjusted [backend=torch] [data.test_fold=0]
-Options are documented in docs/training.md and docs/classifiers.md; print the resolved config with --cfg.
+--cfg prints the resolved config and exits. Model presets (model=NAME): {models}; data blocks (data=NAME, or
+data=PATH for data.source=PATH): {data}. More in docs/training.md and docs/classifiers.md.
+
+LoRA recipe keys (key  type = default  meaning); classifier keys: rescue-train train recipe=rpp_cls --help
+{keys}
 """
+
+
+def is_classifier_recipe(recipe: str) -> bool:
+    """A classifier recipe names one ``task``; a LoRA recipe a ``tasks`` mixture on top of lora_defaults."""
+    from omegaconf import OmegaConf
+
+    from ..settings import recipe_path
+
+    path = recipe_path(recipe)
+    return path.stem.endswith("_cls") or "task" in OmegaConf.load(path)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    from .config import compose, recipe_names, split_recipe
+    from ..settings import ConfigError, describe, plain_warnings, recipe_names
+    from .config import LoraRunConfig, compose, group_options, split_recipe
 
-    if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE.format(recipes=", ".join(recipe_names())))
+    plain_warnings()
+    wants_help = any(a in ("-h", "--help") for a in argv)
+    recipe_given = any(a.startswith("recipe=") for a in argv)
+    if not argv or (wants_help and not recipe_given):
+        print(USAGE.format(recipes=", ".join(recipe_names()), models=", ".join(group_options("model")),
+                           data=", ".join(group_options("data")), keys="\n".join(describe(LoraRunConfig))))
         return 0
     show = "--cfg" in argv
     try:
-        from hydra.errors import HydraException
         from omegaconf.errors import OmegaConfBaseException
 
-        recipe, overrides = split_recipe([a for a in argv if a != "--cfg"])
-        if recipe.endswith("_cls"):  # a classifier recipe: no LoRA config; the classifier trainer takes over
+        recipe, overrides = split_recipe([a for a in argv if a not in ("--cfg", "-h", "--help")])
+        if is_classifier_recipe(recipe):  # no LoRA config; the classifier trainer takes over
             from .classify_run import main as train_classifier
 
             return train_classifier(argv)
+        if wants_help:
+            print(USAGE.format(recipes=", ".join(recipe_names()), models=", ".join(group_options("model")),
+                               data=", ".join(group_options("data")), keys="\n".join(describe(LoraRunConfig))))
+            return 0
         cfg = compose(recipe, overrides)
-    except (ValueError, FileNotFoundError, HydraException, OmegaConfBaseException) as exc:
+    except (ConfigError, ValueError, FileNotFoundError, OmegaConfBaseException) as exc:
         print(f"rescue-train train: error: {exc}", file=sys.stderr)
         return 2
     if show:

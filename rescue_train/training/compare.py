@@ -20,10 +20,11 @@ import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
 import numpy as np
 
+from ..data.config import DataConfig
 from . import balance
 from .classifier import BalanceSettings, LabelSpace, TorchSettings, fold_splits, load_cls_rows
 from .sklearn_path import SklearnSettings
@@ -31,40 +32,35 @@ from .sklearn_path import SklearnSettings
 HEADLINE = ("accuracy", "macro_f1", "balanced_accuracy", "weighted_f1", "mrr",
             "head_recall", "medium_recall", "tail_recall")
 GROUPS = ("head", "medium", "tail")
-REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 # ------------------------------------------------------------------------------------------- config
 
 @dataclass
-class DataSettings:
-    source: str = "bundled"
-    converted: Optional[str] = None  # an existing `rescue-train convert` folder; else converted into OUT/data
-    k: int = 5
-    split_seed: int = 0
-    build: Dict[str, Any] = field(default_factory=dict)  # BuildOptions fields, e.g. rpp_definition: D
+class DataSettings(DataConfig):
+    converted: Optional[str] = None  # an existing `rescue-train convert` folder (else converted into OUT/data)
 
 
 @dataclass
 class EvalSettings:
-    bootstrap: int = 1000
-    permutations: int = 1000
-    confidence: float = 0.95
+    bootstrap: int = 1000  # bootstrap resamples of units
+    permutations: int = 1000  # paired permutation test draws
+    confidence: float = 0.95  # interval level
     head_share: float = 0.20  # a class is "head" when it is >= 20% of its scenario's training instances,
     tail_share: float = 0.10  # "tail" when < 10%, "medium" in between
-    stats_seed: int = 0
+    stats_seed: int = 0  # seed of the bootstrap and permutation draws
 
 
 @dataclass
 class CompareConfig:
-    recipe: str = ""
-    task: str = "rpp"
+    recipe: str = ""  # a shipped recipe name or a YAML path (recipe=...)
+    task: str = "rpp"  # itp | rpp | stp | ssp
     backend: str = "sklearn"  # sklearn | torch
     strategies: Any = "all"  # a list of names, or "all" (every strategy the backend supports)
-    seeds: List[int] = field(default_factory=lambda: [0])
-    folds: Optional[List[int]] = None  # test folds; None = all k
-    out_dir: Optional[str] = None  # default runs/compare/<recipe>-<backend>
-    plots: bool = True
+    seeds: List[int] = field(default_factory=lambda: [0])  # training seeds
+    test_folds: Optional[List[int]] = None  # test folds to run; null: every fold
+    output_dir: Optional[str] = None  # default runs/compare/<recipe>-<backend>
+    plots: bool = True  # write the PNG plots
     data: DataSettings = field(default_factory=DataSettings)
     sklearn: SklearnSettings = field(default_factory=SklearnSettings)
     torch: TorchSettings = field(default_factory=TorchSettings)
@@ -73,19 +69,9 @@ class CompareConfig:
 
 
 # Settings that do not change what a single run computes: they may differ when a comparison resumes.
-NOT_HASHED = ("recipe", "strategies", "seeds", "folds", "out_dir", "plots", "evaluation")
-
-
-def recipe_path(name: str) -> Path:
-    given = Path(name)
-    if given.suffix in (".yaml", ".yml"):
-        if not given.exists():
-            raise FileNotFoundError(f"recipe file {given} does not exist")
-        return given
-    for folder in (Path.cwd() / "recipes", REPO_ROOT / "recipes"):
-        if (folder / f"{name}.yaml").exists():
-            return folder / f"{name}.yaml"
-    raise FileNotFoundError(f"no recipe {name!r}: looked for recipes/{name}.yaml in {Path.cwd()} and {REPO_ROOT}")
+NOT_HASHED = ("recipe", "strategies", "seeds", "test_folds", "output_dir", "plots", "evaluation")
+# Old spellings of compare's own keys (the data.* ones are in rescue_train.data.config.RENAMED).
+RENAMED = {"folds": "test_folds", "out_dir": "output_dir"}
 
 
 def read_config(schema: type, argv: Sequence[str], what: str, ignore_in_recipe: Sequence[str] = ()):
@@ -93,26 +79,21 @@ def read_config(schema: type, argv: Sequence[str], what: str, ignore_in_recipe: 
     instance of the dataclass ``schema``, with the task and backend checked. Shared by ``compare`` and the
     classifier ``train`` command; ``ignore_in_recipe`` drops recipe keys that the schema does not have."""
     from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
 
-    overrides = [a.lstrip("+") for a in argv]
-    bad = [a for a in overrides if "=" not in a]
-    if bad:
-        raise ValueError(f"arguments must be key=value overrides, got {bad}")
-    cli = OmegaConf.from_dotlist(overrides)
-    try:
-        cfg = OmegaConf.structured(schema)
-        if cli.get("recipe"):
-            path = recipe_path(str(cli.recipe))
-            recipe = OmegaConf.load(path)
-            for key in ignore_in_recipe:
-                recipe.pop(key, None)
-            cfg = OmegaConf.merge(cfg, recipe)
-            cfg.recipe = path.stem
-        cfg = OmegaConf.merge(cfg, cli)
-        config = OmegaConf.to_object(cfg)
-    except OmegaConfBaseException as exc:
-        raise ValueError(f"bad {what} setting: {exc}".splitlines()[0]) from exc
+    from .. import settings
+    from ..data import config as data_config
+
+    renamed = {**data_config.RENAMED, **RENAMED}
+    cli = settings.dotlist(settings.rename(data_config.source_shortcut(list(argv)), renamed), what)
+    layers = []
+    recipe = cli.pop("recipe", None)
+    if recipe:
+        path = settings.recipe_path(str(recipe))
+        tree = settings.rename_in(OmegaConf.to_container(OmegaConf.load(path)), renamed, str(path))
+        for key in ignore_in_recipe:
+            tree.pop(key, None)
+        layers += [tree, {"recipe": path.stem}]
+    config = settings.load(schema, [*layers, cli], what)
     from ..tasks import CLOSED_SET_TASKS
 
     if config.task not in CLOSED_SET_TASKS:
@@ -133,7 +114,7 @@ def load_config(argv: Sequence[str]) -> CompareConfig:
     config.strategies = list(dict.fromkeys(names))
     if "none" not in config.strategies:
         config.strategies.insert(0, "none")  # the reference every strategy is tested against
-    config.out_dir = config.out_dir or f"runs/compare/{config.recipe or config.task}-{config.backend}"
+    config.output_dir = config.output_dir or f"runs/compare/{config.recipe or config.task}-{config.backend}"
     return config
 
 
@@ -148,13 +129,12 @@ def run_settings(config: CompareConfig) -> dict:
 
 def prepare_data(config: CompareConfig, out: Path):
     from ..convert import ConvertConfig, convert
+    from ..data.config import plain
     from ..data.splits import SplitManifest
-    from ..tasks import BuildOptions
 
     data_dir = Path(config.data.converted) if config.data.converted else out / "data"
     if not config.data.converted and not (data_dir / config.task / "cls").exists():
-        convert(ConvertConfig(source=config.data.source, out=str(data_dir), tasks=[config.task], k=config.data.k,
-                              seed=config.data.split_seed, build=BuildOptions(**config.data.build)))
+        convert(ConvertConfig(data=plain(config.data), out=str(data_dir), tasks=[config.task]))
     manifest = SplitManifest.load(data_dir / "split_manifest.json")
     if manifest.scheme != "kfold":
         raise ValueError(f"{data_dir}: classifiers need a k-fold split manifest, found scheme {manifest.scheme!r}")
@@ -175,7 +155,7 @@ def fold_data(rows, manifest, space: LabelSpace, fold: int) -> dict:
     splits = fold_splits(rows, manifest.roles(fold), space)
     if not len(splits["train"]) or not len(splits["test"]):
         raise ValueError(f"test fold {fold}: {len(splits['train'])} training and {len(splits['test'])} test "
-                         f"instances; every fold needs both (use fewer folds: data.k=...)")
+                         f"instances; every fold needs both (use fewer folds: data.folds=...)")
     return splits
 
 
@@ -224,7 +204,7 @@ def run_all(config: CompareConfig, out: Path, rows, manifest, space: LabelSpace,
 
     from ..provenance import write_json_atomic
 
-    folds = config.folds if config.folds is not None else list(range(manifest.k))
+    folds = config.test_folds if config.test_folds is not None else list(range(manifest.k))
     jobs = [(s, f, seed) for s in config.strategies for f in folds for seed in config.seeds]
     records, cache = [], {}
     for strategy, fold, seed in tqdm(jobs, desc=f"compare {config.task} ({config.backend})", unit="run"):
@@ -233,7 +213,7 @@ def run_all(config: CompareConfig, out: Path, rows, manifest, space: LabelSpace,
             record = json.loads(path.read_text())
             if record.get("run_hash") != run_hash:
                 raise ValueError(f"{path} was made with other settings (hash {record.get('run_hash')}, now "
-                                 f"{run_hash}); use another out_dir")
+                                 f"{run_hash}); use another output_dir")
         else:
             splits = fold_data(rows, manifest, space, fold)
             record = {"run_hash": run_hash, **run_one(config, splits, space, strategy, fold, seed, out / "work", cache)}
@@ -537,7 +517,7 @@ def summarise(config: CompareConfig, records: list[dict], space: LabelSpace) -> 
 def compare(config: CompareConfig) -> dict:
     from ..provenance import config_hash, git_commit, versions, write_json_atomic
 
-    out = Path(config.out_dir)
+    out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     settings = run_settings(config)
     run_hash = config_hash(settings)
@@ -548,7 +528,7 @@ def compare(config: CompareConfig) -> dict:
             changed = sorted(k for k in settings if previous["settings"].get(k) != json.loads(
                 json.dumps(settings[k], default=str)))
             raise ValueError(f"{out} holds a comparison made with other settings (changed: {changed}); "
-                             f"use another out_dir or remove that folder")
+                             f"use another output_dir or remove that folder")
     else:
         write_json_atomic(stamp, {"run_hash": run_hash, "settings": settings})
     rows, manifest, data_dir, meta = prepare_data(config, out)
@@ -568,24 +548,31 @@ def compare(config: CompareConfig) -> dict:
     return results
 
 
-USAGE = """usage: rescue-train compare recipe=NAME [key=value ...]
+USAGE = """usage: rescue-train compare recipe=NAME|PATH.yaml [key=value ...] [--cfg]
 
-  recipe=rpp_cls|ssp_cls|stp_cls|itp_cls   a recipes/*.yaml file (or a path to one)
+  recipe=rpp_cls|ssp_cls|stp_cls|itp_cls   a shipped recipe (or a path to your own YAML)
   backend=sklearn|torch                     TF-IDF + logistic regression, or a transformer classifier
   strategies=[none,inverse_freq,...]|all    rebalancing strategies (`none` is always added)
-  seeds=[0,1]  folds=[0,1]                  training seeds; test folds (default: all)
-  out_dir=runs/compare/x                    results.json, results.md, PNG plots, runs/ (resumable)
+  seeds=[0,1]  test_folds=[0,1]             training seeds; test folds (default: all data.folds)
+  output_dir=runs/compare/x                 results.json, results.md, PNG plots, runs/ (resumable)
   torch.model=tiny-bert|tiny|PATH|HUB_ID torch.steps=200 torch.lora=true balance.beta=0.999 ...
 strategies: """ + ", ".join(balance.STRATEGIES)
 
 
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] in ("-h", "--help", "help"):
+    from ..settings import describe, plain_warnings, to_yaml
+
+    plain_warnings()
+    if not argv or any(a in ("-h", "--help", "help") for a in argv):
         print(USAGE)
+        print("\nkeys (key  type = default  meaning):\n" + "\n".join(describe(CompareConfig)))
         return 0
-    config = load_config(argv)
+    config = load_config([a for a in argv if a != "--cfg"])
+    if "--cfg" in argv:
+        print(to_yaml(config))
+        return 0
     results = compare(config)
-    out = Path(config.out_dir)
+    out = Path(config.output_dir)
     print((out / "results.md").read_text())
     print(f"wrote {out}/results.json, results.md" + "".join(f", {p}" for p in results.get("plots", [])))
     return 0

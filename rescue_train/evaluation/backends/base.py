@@ -3,7 +3,8 @@
 A backend answers two kinds of request:
 
 * ``generate``: greedy text for chat prompts, optionally constrained to a closed set of answers
-  (``{"choice": [...]}``) or a JSON schema (``{"json": schema}``) where the backend supports it;
+  (``{"choice": [...]}``) or a JSON schema (``{"json": schema}``) where the backend supports it; a plain
+  string, or a :class:`Completion` that also says how the answer ended (API backends);
 * ``loglikelihood``: the summed log-probability of each continuation (a candidate's answer text) after a
   chat prompt, used by the rank protocol.
 
@@ -19,6 +20,40 @@ Messages = list[dict[str, str]]
 
 
 @dataclass(frozen=True)
+class Completion:
+    """A generated answer and how it ended. ``finish_reason`` is the server's (``stop``, ``length``,
+    ``content_filter``; None where a backend does not say), ``usage`` its token counts when it reports them,
+    ``refusal`` why an answer is empty when a content policy refused it. Backends may return plain strings."""
+
+    text: str
+    finish_reason: str | None = None
+    usage: dict[str, int] | None = None
+    refusal: str | None = None
+
+
+def as_completion(item: str | Completion) -> Completion:
+    return item if isinstance(item, Completion) else Completion(item)
+
+
+class BackendError(RuntimeError):
+    """A request failed in a way that stops the run (the CLI exits 2 with the message). ``index`` is the
+    failing prompt's position in the ``generate`` call, ``partial`` the answers that finished before the stop
+    (None for the rest), so that callers keep them (``records``: the finished prediction records) and name
+    the instance (``where``)."""
+
+    def __init__(self, message: str, index: int | None = None):
+        super().__init__(message)
+        self.message, self.index = message, index
+        self.partial: list[Completion | None] = []
+        self.records: list[dict[str, Any]] = []
+        self.where: str | None = None
+
+    def __str__(self) -> str:
+        suffix = " Finished instances are kept: rerun the same command to resume."
+        return (f"{self.where}: " if self.where else "") + self.message + suffix
+
+
+@dataclass(frozen=True)
 class Scored:
     """The log-likelihood of one continuation and how many tokens it spans."""
 
@@ -31,7 +66,8 @@ class Backend:
     can_rank = True  # False where the backend cannot score given text (most API endpoints)
 
     def generate(self, prompts: Sequence[Messages], *, max_new_tokens: Sequence[int],
-                 constraints: Sequence[dict[str, Any] | None] | None = None, adapter: str | None = None) -> list[str]:
+                 constraints: Sequence[dict[str, Any] | None] | None = None, adapter: str | None = None
+                 ) -> list[str | Completion]:
         raise NotImplementedError
 
     def loglikelihood(self, requests: Sequence[tuple[Messages, Sequence[str]]], *,

@@ -1,22 +1,67 @@
-"""Any OpenAI-compatible chat endpoint (``vllm serve``, an API model of the paper, a local server).
+"""Any OpenAI-compatible chat endpoint (``vllm serve``, an API model of the paper, a reasoning-model API).
 
-The key is read from the environment variable named in the config and never written anywhere. The openai
-client retries connection errors, timeouts, 429 and 5xx answers with exponential backoff itself
-(``max_retries``); when they are exhausted the error stops the run, which then resumes where it stopped.
-A request the server rejects as invalid (e.g. a content filter's 400) is an empty answer: a parse failure,
-counted like any other wrong answer.
+Requests follow today's API rules: the answer budget goes in ``max_completion_tokens`` (``token_param=auto``
+falls back to ``max_tokens`` once a server rejects it, and remembers that for the run); ``temperature`` and
+``reasoning_effort`` are sent only when configured; JSON answers are asked for with a strict JSON schema,
+JSON mode or not at all (``structured``). The key is read from the environment variable named in the
+config; it is sent only in the Authorization header and scrubbed from every message this module writes.
+
+Error policy (docs/evaluation.md):
+
+* a content-policy refusal (an HTTP error whose code or message names a content filter or usage policy, a
+  ``content_filter`` finish reason, or a ``refusal`` field) is an empty answer with the reason kept: the
+  instance counts as a parse failure;
+* a parameter rejected as unsupported is switched once and remembered for the run: ``max_completion_tokens``
+  and ``max_tokens`` (``token_param=auto``), and ``structured`` json_schema -> json_object -> none;
+* any other 4xx stops the run at once with the server's own message (:class:`BackendError`);
+* 408, 429, 5xx, timeouts and connection errors are retried with exponential backoff (the server's
+  Retry-After is honoured), ``max_retries`` times, then stop the run;
+* a malformed answer (not JSON, an HTML page, no choices, no message, null content) stops the run;
+* a server that does not answer within ``timeout`` seconds counts as a timeout.
+
+Stopping keeps every answer that finished, so a rerun of the same command resumes.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
-from concurrent.futures import ThreadPoolExecutor
+import random
+import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any, Sequence
 
-from .base import Backend, Messages
+from ...tasks.base import clean_text
+from .base import Backend, BackendError, Completion, Messages
 
 log = logging.getLogger(__name__)
+
+TOKEN_PARAMS = ("auto", "max_completion_tokens", "max_tokens")
+STRUCTURED = ("json_schema", "json_object", "none")
+RETRY_STATUS = (408, 429)
+MAX_WAIT = 60.0  # seconds: the longest backoff or Retry-After we wait between two attempts
+SNIPPET = 300  # characters of a server's body quoted in an error
+
+# Codes and wording servers use for content-policy refusals (OpenAI, Azure OpenAI, vLLM/proxies).
+REFUSAL_CODES = {"content_filter", "content_policy_violation", "responsibleaipolicyviolation", "invalid_prompt"}
+REFUSAL_WORDS = re.compile(r"content[ _-]?(?:filter|policy|management)|usage polic|safety system", re.I)
+# Finish reasons of OpenAI-compatible servers that say the same as OpenAI's `length` and `content_filter`.
+FINISH_ALIASES = {"max_tokens": "length", "max_output_tokens": "length", "safety": "content_filter",
+                  "refusal": "content_filter"}
+# How servers say that they do not accept a parameter (as opposed to an out-of-range value).
+UNSUPPORTED_WORDS = re.compile(r"unsupported|not supported|unrecogni[sz]ed|unknown|not allowed|not permitted|"
+                               r"extra (?:field|input)s?|unexpected|use '?max_", re.I)
+
+
+class _Retry(Exception):
+    """A transient failure: try again after ``wait`` seconds (None: our own backoff)."""
+
+    def __init__(self, message: str, wait: float | None = None):
+        super().__init__(message)
+        self.wait = wait
 
 
 class OpenAIBackend(Backend):
@@ -24,43 +69,258 @@ class OpenAIBackend(Backend):
     can_rank = False
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
-                 max_retries: int = 5, timeout: float = 240.0, concurrency: int = 8, json_mode: bool = True,
-                 extra_body: dict[str, Any] | None = None):
+                 max_retries: int = 5, timeout: float = 600.0, concurrency: int = 8, structured: str = "json_schema",
+                 token_param: str = "auto", temperature: float | None = None, reasoning_effort: str | None = None,
+                 extra_body: dict[str, Any] | None = None, retry_backoff: float = 1.0):
         from openai import OpenAI
 
+        if structured not in STRUCTURED:
+            raise ValueError(f"structured must be one of {', '.join(STRUCTURED)}, got {structured!r}")
+        if token_param not in TOKEN_PARAMS:
+            raise ValueError(f"token_param must be one of {', '.join(TOKEN_PARAMS)}, got {token_param!r}")
         key = os.environ.get(api_key_env)
         if not key and base_url is None:
             raise ValueError(f"backend=openai: set the API key in the environment variable {api_key_env} "
                              "(or name another one with api_key_env=...)")
-        # Local servers (vllm serve) accept any key; the client insists on one.
-        self.client = OpenAI(base_url=base_url, api_key=key or "unused", max_retries=max_retries, timeout=timeout)
+        self._key = key or ""
+        # Local servers (vllm serve) accept any key; the client insists on one. Retries are ours (the policy
+        # above), so the client makes exactly one attempt per call.
+        self.client = OpenAI(base_url=base_url, api_key=key or "unused", max_retries=0, timeout=timeout)
         self.model, self.base_url, self.api_key_env = model, base_url, api_key_env
-        self.concurrency, self.json_mode = concurrency, json_mode
+        self.max_retries, self.timeout, self.concurrency = max_retries, timeout, max(1, concurrency)
+        self.structured, self.temperature, self.reasoning_effort = structured, temperature, reasoning_effort
         self.extra_body = dict(extra_body or {})
+        self.retry_backoff = retry_backoff
+        self.token_param = "max_completion_tokens" if token_param == "auto" else token_param
+        self._learn_token_param = token_param == "auto"
+        self._lock = threading.Lock()
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "model": self.model, "base_url": self.base_url,
-                "api_key_env": self.api_key_env, "json_mode": self.json_mode}
+                "api_key_env": self.api_key_env, "structured": self.structured, "token_param": self.token_param,
+                "temperature": self.temperature, "reasoning_effort": self.reasoning_effort,
+                "extra_body": self.extra_body, "timeout": self.timeout, "max_retries": self.max_retries}
 
-    def _complete(self, messages: Messages, max_tokens: int, constraint: dict[str, Any] | None, model: str) -> str:
+    # ------------------------------------------------------------------ requests
+
+    def request_body(self, messages: Messages, max_tokens: int, constraint: dict[str, Any] | None,
+                     model: str) -> dict[str, Any]:
+        """The keyword arguments of one chat-completions call."""
+        body: dict[str, Any] = {
+            "model": model, self.token_param: max_tokens,
+            # A lone surrogate (from an escaped model answer) cannot be encoded as UTF-8 for the request.
+            "messages": [{**m, "content": clean_text(m["content"])} for m in messages]}
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
+        if self.reasoning_effort:
+            body["reasoning_effort"] = self.reasoning_effort
+        if constraint and "json" in constraint:
+            if self.structured == "json_schema":
+                body["response_format"] = {"type": "json_schema", "json_schema": {
+                    "name": "answer", "schema": constraint["json"], "strict": True}}
+            elif self.structured == "json_object":
+                body["response_format"] = {"type": "json_object"}
+        if self.extra_body:
+            body["extra_body"] = self.extra_body
+        return body
+
+    def _complete(self, messages: Messages, max_tokens: int, constraint: dict[str, Any] | None,
+                  model: str) -> Completion:
+        attempt = 0
+        while True:
+            try:
+                return self._attempt(messages, max_tokens, constraint, model)
+            except _Retry as exc:
+                if attempt >= self.max_retries:
+                    raise BackendError(self._scrub(f"{exc} (gave up after {attempt + 1} attempts, "
+                                                   f"max_retries={self.max_retries})")) from None
+                wait = exc.wait if exc.wait is not None else self.retry_backoff * 2 ** attempt * random.uniform(0.75, 1)
+                log.warning("%s; retrying in %.2fs", self._scrub(str(exc)), min(wait, MAX_WAIT))
+                time.sleep(min(wait, MAX_WAIT))
+                attempt += 1
+
+    def _attempt(self, messages, max_tokens, constraint, model) -> Completion:
         import openai
 
-        kwargs: dict[str, Any] = {"model": model, "messages": messages, "temperature": 0, "max_tokens": max_tokens}
-        if constraint and "json" in constraint and self.json_mode:
-            kwargs["response_format"] = {"type": "json_object"}
-        if self.extra_body:
-            kwargs["extra_body"] = self.extra_body
+        while True:
+            sent = (self.token_param, self.structured)
+            body = self.request_body(messages, max_tokens, constraint, model)
+            try:
+                raw = self.client.chat.completions.with_raw_response.create(**body)
+            except openai.APITimeoutError:
+                raise _Retry(f"{self._where()} did not answer within timeout={self.timeout}s") from None
+            except openai.APIConnectionError as exc:
+                raise _Retry(f"cannot reach {self._where()} ({exc.__cause__ or exc})") from None
+            except openai.APIStatusError as exc:
+                refusal = self._status_error(exc, sent, "response_format" in body)
+                if refusal is None:
+                    continue  # a parameter was switched: ask again at once
+                return refusal
+            return self._read(raw.http_response)
+
+    def _status_error(self, exc, sent: tuple[str, str], had_format: bool) -> Completion | None:
+        """Classify an HTTP error: a refusal (returned as an empty answer), a rejected parameter that can be
+        switched (None: switched, ask again), a transient error (_Retry) or a stop (BackendError)."""
+        status, error = exc.status_code, exc.body
+        message = _error_message(error)
+        code = str(error.get("code") or "") if isinstance(error, dict) else ""
+        inner = error.get("innererror") if isinstance(error, dict) else None
+        inner_code = str(inner.get("code") or "") if isinstance(inner, dict) else ""
+        said = f"{self._where()} answered HTTP {status}: {_snippet(message)}"
+        if status in RETRY_STATUS or status >= 500:
+            raise _Retry(said, _retry_after(exc.response.headers))
+        # Wording counts only in a JSON error: an HTML error page may link to a content policy anywhere.
+        worded = isinstance(error, dict) and REFUSAL_WORDS.search(message) is not None
+        if {code.lower(), inner_code.lower()} & REFUSAL_CODES or worded:
+            return Completion("", "content_filter", None, refusal=self._scrub(_snippet(message)) or f"HTTP {status}")
+        param = str(error.get("param") or "") if isinstance(error, dict) else ""
+        unsupported = status in (400, 422) and UNSUPPORTED_WORDS.search(message) is not None
+        token, structured = sent
+        with self._lock:
+            if (self.token_param, self.structured) != sent:
+                return None  # another request switched a parameter meanwhile: ask again with it
+            if unsupported and self._learn_token_param and (param == token or token in message):
+                self.token_param = "max_tokens" if token == "max_completion_tokens" else "max_completion_tokens"
+                self._learn_token_param = False
+                log.warning("%s rejects %s; using %s for the rest of the run", self._where(), token, self.token_param)
+                return None
+            if unsupported and had_format and (param == "response_format" or "response_format" in message
+                                               or "json_schema" in message):
+                # A server without (this) JSON schema support: JSON mode, then plain text; kept in backend.json.
+                self.structured = STRUCTURED[STRUCTURED.index(structured) + 1]
+                log.warning("%s rejects structured=%s (%s); using structured=%s for the rest of the run",
+                            self._where(), structured, self._scrub(_snippet(message)), self.structured)
+                return None
+        raise BackendError(self._scrub(said))
+
+    def _read(self, response) -> Completion:
+        """The answer in a 2xx response, or a BackendError that says what is wrong with it."""
+        text = response.text
         try:
-            response = self.client.chat.completions.create(**kwargs)
-        except openai.BadRequestError as exc:
-            log.warning("request rejected by %s: %s", self.base_url or "the API", exc)
-            return ""
-        return response.choices[0].message.content or ""
+            body = json.loads(text)
+        except ValueError:
+            kind = response.headers.get("content-type", "no content type")
+            raise BackendError(self._scrub(f"{self._where()} answered with a body that is not JSON ({kind}): "
+                                           f"{_snippet(text)!r}")) from None
+        if not isinstance(body, dict):
+            raise BackendError(self._scrub(f"{self._where()} answered JSON that is not an object: {_snippet(text)!r}"))
+        if body.get("error"):
+            raise BackendError(self._scrub(f"{self._where()} answered an error with HTTP {response.status_code}: "
+                                           f"{_snippet(_error_message(body['error']))}"))
+        choices = body.get("choices")
+        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+            raise BackendError(self._scrub(f"{self._where()} answered without choices: {_snippet(text)!r}"))
+        choice = choices[0]
+        finish = choice.get("finish_reason")
+        finish = FINISH_ALIASES.get(finish.lower(), finish) if isinstance(finish, str) else None
+        usage = _usage(body.get("usage"))
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            raise BackendError(self._scrub(f"{self._where()} answered a choice without a message: {_snippet(text)!r}"))
+        refusal = message.get("refusal")
+        if finish == "content_filter" or (isinstance(refusal, str) and refusal):
+            return Completion("", finish or "refusal", usage, refusal=self._scrub(str(refusal or "content filter")))
+        content = _content_text(message.get("content"))
+        if content is None:
+            if finish == "length":  # a reasoning model spent the whole budget before answering
+                return Completion("", finish, usage)
+            raise BackendError(self._scrub(f"{self._where()} answered with null content (finish_reason "
+                                           f"{finish!r}): {_snippet(text)!r}"))
+        return Completion(content, finish, usage)
+
+    def _where(self) -> str:
+        return self.base_url or "the API"
+
+    def _scrub(self, text: str) -> str:
+        """``text`` without the API key (a server may echo it back in an error)."""
+        return text.replace(self._key, "<api key>") if len(self._key) >= 4 else text
+
+    # ------------------------------------------------------------------ the Backend interface
 
     def generate(self, prompts: Sequence[Messages], *, max_new_tokens: Sequence[int],
-                 constraints: Sequence[dict[str, Any] | None] | None = None, adapter: str | None = None) -> list[str]:
+                 constraints: Sequence[dict[str, Any] | None] | None = None,
+                 adapter: str | None = None) -> list[Completion]:
+        """Answers in order. The first stopping error cancels the requests not yet sent and is raised with
+        the answers that finished (``partial``) and the failing prompt's ``index``."""
         # An adapter served by `vllm serve --lora-modules NAME=PATH` is addressed by its name as the model.
         model = adapter or self.model
         constraints = constraints or [None] * len(prompts)
-        with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-            return list(pool.map(lambda args: self._complete(*args, model), zip(prompts, max_new_tokens, constraints)))
+        answers: list[Completion | None] = [None] * len(prompts)
+        failure: BackendError | None = None
+        stopped = threading.Event()
+
+        def complete(messages: Messages, budget: int, constraint: dict[str, Any] | None) -> Completion | None:
+            if stopped.is_set():  # a request has failed: send no more
+                return None
+            try:
+                return self._complete(messages, budget, constraint, model)
+            except BackendError:
+                stopped.set()
+                raise
+
+        pool = ThreadPoolExecutor(max_workers=self.concurrency)
+        try:
+            futures = {pool.submit(complete, p, n, c): i
+                       for i, (p, n, c) in enumerate(zip(prompts, max_new_tokens, constraints))}
+            for future in as_completed(futures):
+                try:
+                    answers[futures[future]] = future.result()
+                except BackendError as exc:
+                    if failure is None:
+                        failure, failure.index = exc, futures[future]
+        finally:  # on an interrupt too: drop what is queued, wait only for the requests in flight
+            pool.shutdown(wait=True, cancel_futures=True)
+        if failure is not None:
+            failure.partial = answers
+            raise failure
+        return answers  # type: ignore[return-value]
+
+
+def _error_message(error: Any) -> str:
+    """The server's own words from an error body (OpenAI's ``error.message``, FastAPI's ``detail``, text),
+    whole: the classification reads all of it, messages quote its start."""
+    if isinstance(error, dict):
+        for key in ("message", "detail", "error"):
+            value = error.get(key)
+            if isinstance(value, str) and value:
+                return value
+            if isinstance(value, dict):
+                return _error_message(value)
+        return json.dumps(error, ensure_ascii=False, default=str)
+    return str(error or "(empty body)")
+
+
+def _snippet(text: str) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= SNIPPET else text[:SNIPPET] + " ..."
+
+
+def _retry_after(headers) -> float | None:
+    """The server's Retry-After (``retry-after-ms`` or ``retry-after`` in seconds), when it gives one."""
+    for header, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        try:
+            return max(0.0, float(headers.get(header)) / scale)
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+def _content_text(content: Any) -> str | None:
+    """Message content as text: a string, or the text parts of a list of parts; None when absent."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        return "".join(parts) if parts else None
+    return None
+
+
+def _usage(usage: Any) -> dict[str, int] | None:
+    """Prompt, completion and reasoning token counts, when the server reports them."""
+    if not isinstance(usage, dict):
+        return None
+    details = usage.get("completion_tokens_details")
+    counts = {"prompt_tokens": usage.get("prompt_tokens"), "completion_tokens": usage.get("completion_tokens"),
+              "reasoning_tokens": details.get("reasoning_tokens") if isinstance(details, dict) else None}
+    kept = {k: v for k, v in counts.items() if isinstance(v, int) and not isinstance(v, bool) and v >= 0}
+    return kept or None

@@ -1,0 +1,195 @@
+"""The one data configuration: where the benchmark comes from, how instances are built and shown, and how
+samples are split. ``convert``, ``stats``, ``train`` (LoRA and classifiers), ``compare``, ``eval`` and
+``baselines`` all read it: ``data.<field>=...`` on the key=value commands, ``--<field-with-dashes>`` on the
+flag commands. A training run saves it in ``config.yaml``; ``eval run=RUN_DIR`` reads it back, so the
+evaluation prompts are the training prompts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from ..settings import deprecated, meaning, type_name
+from ..tasks import ANSWER_FORMATS, MODES, BuildOptions
+from ..tasks.base import RSG_CONDITIONS
+
+# What each RPP gold definition reads (rescue_train.tasks.rpp.DEFINITIONS holds the rules themselves).
+RPP_DEFINITIONS = {
+    "D": "therapist rows, relation_cycle_state else relation_pattern",
+    "A": "therapist rows, relation_cycle_state only (the reference scripts)",
+    "B": "any row, relation_cycle_state",
+    "C": "any row, relation_pattern (the paper's wording)",
+    "BC": "any row, relation_cycle_state else relation_pattern",
+}
+SPLITS = {
+    "kfold": "grouped k-fold: data.test_fold is the test fold, the next one validation, the rest training",
+    "holdout": "grouped holdout: about a fifth of the units test, a fifth validation, the rest training",
+    "none": "no split: every sample is test (the paper's whole-benchmark evaluation)",
+    "leave_one_unit_out": "baselines only: fit on every other unit, predict the held-out one, for each unit",
+}
+STP_TARGETS = ("collapse", "set")
+# The settings that decide the text a model sees (a change makes the prompts differ from training).
+PROMPT_KEYS = ("source", "context", "rpp_definition", "rpp_include_current", "stp_targets", "ssp_target_emotion",
+               "rsg_condition", "mode", "answer_format")
+
+
+@dataclass
+class DataConfig:
+    source: str = field(default="bundled", metadata=meaning(
+        "benchmark_191.jsonl, a per-sample folder, a saved dataset, a hub id, or 'bundled' (the shipped sample)"))
+    context: Optional[int] = field(default=None, metadata=meaning(
+        "rows of context: -1 all prior rows, 0 none, k the last k; null: each task's default"))
+    rpp_definition: str = field(default="D", metadata=meaning(
+        "RPP gold rows: " + "; ".join(f"{k} = {v}" for k, v in RPP_DEFINITIONS.items())))
+    rpp_include_current: bool = field(default=False, metadata=meaning("show the labelled RPP turn itself"))
+    stp_targets: str = field(default="collapse", metadata=meaning(
+        "multi-person STP targets: collapse to the group label, or set (keep the exact sets)"))
+    ssp_target_emotion: bool = field(default=False, metadata=meaning("give SSP the target's latest emotion"))
+    rsg_condition: str = field(default="none", metadata=meaning(
+        "what RSG gives beyond the conversation: none, target (whom the turn addresses) or target_strategy"))
+    rsg_min_words: int = field(default=5, metadata=meaning("RSG keeps therapist turns of at least this many words"))
+    rsg_per_sample: int = field(default=0, metadata=meaning(
+        "RSG keeps at most this many evenly spaced turns per sample (0: all)"))
+    mode: str = field(default="dialogue", metadata=meaning(f"which cues the prompt shows: {' | '.join(MODES)}"))
+    answer_format: str = field(default="label", metadata=meaning(
+        "label: the bare label; json: the paper's JSON answers"))
+    split: str = field(default="kfold", metadata=meaning("split scheme: " + " | ".join(SPLITS)))
+    folds: int = field(default=5, metadata=meaning("number of grouped folds (data.split=kfold)"))
+    split_seed: int = field(default=0, metadata=meaning("seed of the split manifest"))
+    test_fold: int = field(default=0, metadata=meaning("the held-out fold (data.split=kfold)"))
+    manifest: Optional[str] = field(default=None, metadata=meaning(
+        "a split_manifest.json to use (from convert or a run); made and saved there when absent"))
+
+    def __post_init__(self):
+        validate(self)
+
+    def build_options(self) -> BuildOptions:
+        return BuildOptions(context=self.context, rpp_definition=self.rpp_definition,
+                            rpp_include_current=self.rpp_include_current, stp_targets=self.stp_targets,
+                            ssp_target_emotion=self.ssp_target_emotion, rsg_condition=self.rsg_condition,
+                            rsg_min_words=self.rsg_min_words, rsg_per_sample=self.rsg_per_sample)
+
+    def prompt_settings(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in PROMPT_KEYS}
+
+
+def validate(data: DataConfig, prefix: str = "data.") -> None:
+    def choose(key: str, allowed) -> None:
+        value = getattr(data, key)
+        if value not in allowed:
+            raise ValueError(f"{prefix}{key}: expected one of {', '.join(map(str, allowed))}, got {value!r}")
+
+    choose("rpp_definition", RPP_DEFINITIONS)
+    choose("stp_targets", STP_TARGETS)
+    choose("rsg_condition", RSG_CONDITIONS)
+    choose("mode", MODES)
+    choose("answer_format", ANSWER_FORMATS)
+    choose("split", SPLITS)
+    if data.context is not None and data.context < -1:
+        raise ValueError(f"{prefix}context: expected -1, 0 or a positive count, got {data.context}")
+    if data.split == "kfold" and data.folds < 2:
+        raise ValueError(f"{prefix}folds: k-fold needs at least 2 folds, got {data.folds}")
+    if data.split == "kfold" and not 0 <= data.test_fold < data.folds:
+        raise ValueError(f"{prefix}test_fold: expected a fold in 0..{data.folds - 1}, got {data.test_fold}")
+
+
+# Old spellings of the key=value commands -> the data.* key. Train, compare and the saved run configs
+# nested the build options under data.build and used k/seed/scheme.
+RENAMED = {
+    **{f"data.build.{k}": f"data.{k}" for k in ("context", "rpp_definition", "rpp_include_current", "stp_targets",
+                                               "ssp_target_emotion", "rsg_condition", "rsg_min_words",
+                                               "rsg_per_sample")},
+    "data.scheme": "data.split", "data.k": "data.folds", "data.seed": "data.split_seed",
+}
+# eval's old top-level keys
+EVAL_RENAMED = {**RENAMED, **{k: f"data.{k}" for k in ("context", "mode", "rpp_definition", "stp_targets",
+                                                       "ssp_target_emotion", "folds", "test_fold", "manifest")},
+                "split": "data.split"}
+
+
+def source_shortcut(overrides: list[str], groups: tuple[str, ...] = (), warn: bool = False) -> list[str]:
+    """``data=PATH`` (a path or hub id, not one of the config ``groups``) means ``data.source=PATH``; ``warn``
+    where ``data=`` is an old spelling (eval)."""
+    out = []
+    for arg in overrides:
+        key, sep, value = arg.partition("=")
+        if key == "data" and sep and value not in groups:
+            if warn:
+                deprecated("data= is deprecated; use data.source=")
+            out.append(f"data.source={value}")
+        else:
+            out.append(arg)
+    return out
+
+
+# ------------------------------------------------------------------------------------------ flag commands
+
+class Renamed(argparse.Action):
+    """An old flag: warns and stores into the new one's destination."""
+
+    def __init__(self, *args, new: str = "", **kwargs):
+        self.new = new
+        super().__init__(*args, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        deprecated(f"{option_string} is deprecated; use {self.new}")
+        setattr(namespace, self.dest, values)
+
+
+def add_flags(parser: argparse.ArgumentParser, include: tuple[str, ...] | None = None, exclude: tuple[str, ...] = (),
+              splits: tuple[str, ...] = ("kfold", "holdout", "none"), defaults: dict[str, Any] | None = None) -> None:
+    """The data configuration as flags (``--split-seed``), with the schema's types, defaults and meanings; the
+    source is each command's positional argument."""
+    defaults = {**{f.name: f.default for f in dataclasses.fields(DataConfig)}, **(defaults or {})}
+    types = typing.get_type_hints(DataConfig)
+    choices = {"rpp_definition": list(RPP_DEFINITIONS), "stp_targets": list(STP_TARGETS), "mode": list(MODES),
+               "rsg_condition": list(RSG_CONDITIONS),
+               "answer_format": list(ANSWER_FORMATS), "split": list(splits)}
+    group = parser.add_argument_group("data (the same settings as data.* in train, compare and eval)")
+    for f in dataclasses.fields(DataConfig):
+        if f.name == "source" or f.name in exclude or (include is not None and f.name not in include):
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        shown = defaults[f.name] is not None and defaults[f.name] is not False
+        help_text = f.metadata["help"].replace("%", "%%") + (f" (default: {defaults[f.name]})" if shown else "")
+        if f.name == "split":
+            help_text = "split scheme: " + "; ".join(f"{k}: {SPLITS[k]}" for k in splits) + \
+                f" (default: {defaults['split']})"
+        if type_name(types[f.name]).startswith("bool"):
+            group.add_argument(flag, dest=f.name, action="store_true", help=help_text)
+            continue
+        kind = int if type_name(types[f.name]).startswith("int") else str
+        group.add_argument(flag, dest=f.name, type=kind, default=defaults[f.name], choices=choices.get(f.name),
+                           help=help_text)
+    if include is None or "split_seed" in include:
+        group.add_argument("--seed", dest="split_seed", type=int, action=Renamed, new="--split-seed",
+                           help=argparse.SUPPRESS)
+    if include is None or "answer_format" in include:
+        group.add_argument("--format", dest="answer_format", choices=list(ANSWER_FORMATS), action=Renamed,
+                           new="--answer-format", help=argparse.SUPPRESS)
+
+
+def from_flags(args: argparse.Namespace) -> DataConfig:
+    """The DataConfig of parsed flags (fields a command has no flag for keep their defaults)."""
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(DataConfig)
+             if getattr(args, f.name, None) is not None}
+    return DataConfig(**given)
+
+
+def plain(data: DataConfig) -> DataConfig:
+    """Only the DataConfig fields of ``data`` (a command's subclass may add its own)."""
+    return DataConfig(**{f.name: getattr(data, f.name) for f in dataclasses.fields(DataConfig)})
+
+
+def from_mapping(tree: Any, quiet: bool = True) -> DataConfig:
+    """A saved ``data`` section (of a run's config.yaml, in any spelling so far) as a DataConfig."""
+    from ..settings import load, rename_in
+
+    plain = dict(tree or {})
+    renamed = rename_in({"data": plain}, RENAMED, "config", quiet=quiet)
+    known = {f.name for f in dataclasses.fields(DataConfig)}
+    return load(DataConfig, [{k: v for k, v in renamed["data"].items() if k in known}], "data")

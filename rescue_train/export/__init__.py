@@ -1,0 +1,1 @@
+"""Exports of the benchmark for other tools (``rescue-train export FORMAT``)."""

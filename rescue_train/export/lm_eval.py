@@ -1,0 +1,155 @@
+"""``rescue-train export lm-eval``: the closed-set tasks as lm-evaluation-harness multiple-choice tasks.
+
+Each instance becomes one document: the ``sft`` prompt rendered with the chosen model's chat template (the
+text our rank protocol conditions on), every candidate's continuation (the answer plus the template's
+end-of-turn markup, exactly what our rank protocol scores) and the gold candidate's index. With
+``target_delimiter: ""`` the harness then scores the same strings as ``protocol=rank``, so its ``acc`` is our
+Recall@1. The prompts depend on the chat template, so an export is made for one tokenizer (``model=``,
+default ``tiny``) and is reused for every model that shares that template.
+
+Only the user's local copy of the benchmark is read; the export stays on their machine.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..data.schema import DataError
+from ..provenance import versions, write_json_atomic
+
+GROUP = "rescue"
+USAGE = """usage: rescue-train export lm-eval --output-dir DIR [key=value ...]
+
+Writes lm-evaluation-harness task YAMLs and their data for the closed-set tasks (ITP, RPP, STP, SSP) as
+multiple choice with per-instance candidates, grouped as `rescue`. The keys are eval's: data.* (source, split,
+test_fold, manifest, folds, split_seed, context, mode, answer_format, the build options), run=RUN_DIR (a
+training run's data configuration and held-out fold), tasks=, limit=, and model= / tokenizer= for the chat
+template the prompts are rendered with.
+
+Then:  lm_eval --model hf --model_args pretrained=MODEL --include_path DIR --tasks rescue"""
+
+
+def _task_yaml(task: str, meta: dict[str, Any]) -> str:
+    # Written by hand: the !function tag is lm-eval's YAML extension, which yaml.safe_dump cannot emit.
+    return "\n".join([
+        f"task: {GROUP}_{task}",
+        "custom_dataset: !function lm_eval_loader.load",
+        f"dataset_kwargs: {{task: {task}}}",
+        "test_split: test",
+        "output_type: multiple_choice",
+        "doc_to_text: prompt",
+        "doc_to_choice: choices",
+        "doc_to_target: gold_index",
+        'target_delimiter: ""',
+        "metric_list:",
+        "  - metric: acc",
+        "    aggregation: mean",
+        "    higher_is_better: true",
+        f"metadata: {json.dumps(meta, sort_keys=True)}",
+        "",
+    ])
+
+
+def _group_yaml(tasks: Sequence[str]) -> str:
+    return "\n".join([
+        f"group: {GROUP}",
+        f"task: [{', '.join(f'{GROUP}_{t}' for t in tasks)}]",
+        "aggregate_metric_list:",
+        "  - metric: acc",
+        "    aggregation: mean",
+        "    weight_by_size: true",
+        "metadata: {version: 1.0}",
+        "",
+    ])
+
+
+def documents(instances, encoder, mode: str, fmt: str = "label") -> list[dict[str, Any]]:
+    """One harness document per instance, from the same prompt and continuations as ``protocol=rank``."""
+    from ..evaluation.protocols import messages
+    from ..tasks import TASKS
+
+    docs = []
+    for inst in instances:
+        if inst.gold not in inst.candidates:
+            raise DataError(f"instance {inst.id}: gold {inst.gold!r} is not among its candidates")
+        answers = [TASKS[inst.task].answer(inst, fmt, value=c) for c in inst.candidates]
+        prompt, continuations = encoder.continuation_texts(messages(inst, "sft", mode, fmt), answers)
+        docs.append({"id": inst.id, "scenario": inst.scenario, "prompt": prompt, "choices": continuations,
+                     "candidates": list(inst.candidates), "gold_index": inst.candidates.index(inst.gold)})
+    return docs
+
+
+def export(cfg, out: Path) -> dict[str, Any]:
+    """Write the task YAMLs, the data and ``export_meta.json`` to ``out``; returns the meta."""
+    from transformers import AutoTokenizer
+
+    from ..evaluation.backends.base import ChatEncoder
+    from ..evaluation.config import resolve_model
+    from ..evaluation.runner import load_instances
+    from ..tasks import TASKS
+
+    tasks = [t for t in cfg.tasks if TASKS[t].closed_set]
+    if not tasks:
+        raise ValueError(f"tasks={list(cfg.tasks)} holds no closed-set task; lm-eval export covers "
+                         f"{', '.join(t for t in TASKS if TASKS[t].closed_set)}")
+    spec = resolve_model(cfg)
+    encoder = ChatEncoder(AutoTokenizer.from_pretrained(spec.tokenizer or spec.model))
+    data = load_instances(cfg)
+    meta = {"format": "rescue-train/lm-eval-export/v1", "tasks": {},
+            "chat_template_of": cfg.tokenizer or cfg.model or "the run's adapter", "data_config": asdict(cfg.data),
+            "data": {"source": data.source, "fingerprint": data.fingerprint, "notes": data.notes},
+            "split": data.split, "versions": versions()}
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(Path(__file__).with_name("lm_eval_loader.py"), out / "lm_eval_loader.py")
+    for task in tasks:
+        docs = documents(data.instances[task], encoder, cfg.data.mode, cfg.data.answer_format)
+        with open(out / f"{GROUP}_{task}.jsonl", "w", encoding="utf-8") as handle:
+            handle.writelines(json.dumps(d, ensure_ascii=False) + "\n" for d in docs)
+        (out / f"{GROUP}_{task}.yaml").write_text(_task_yaml(task, {"version": 1.0, "instances": len(docs)}),
+                                                   encoding="utf-8")
+        meta["tasks"][task] = len(docs)
+    (out / f"{GROUP}.yaml").write_text(_group_yaml(tasks), encoding="utf-8")
+    write_json_atomic(out / "export_meta.json", meta)
+    return meta
+
+
+def main(argv: Sequence[str]) -> int:
+    from ..evaluation.config import load_config
+
+    argv = list(argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        print(USAGE)
+        return 0 if argv else 2
+    if argv[0] != "lm-eval":
+        print(f"rescue-train export: unknown format {argv[0]!r}; expected lm-eval\n\n{USAGE}", file=sys.stderr)
+        return 2
+    rest, out = argv[1:], None
+    for flag in ("--output-dir", "--out"):
+        if flag in rest:
+            at = rest.index(flag)
+            if at + 1 >= len(rest):
+                print(f"rescue-train export: {flag} needs a folder", file=sys.stderr)
+                return 2
+            out, rest = rest[at + 1], rest[:at] + rest[at + 2:]
+    out = out or next((a.split("=", 1)[1] for a in rest if a.startswith("output_dir=")), None)
+    rest = [a for a in rest if not a.startswith("output_dir=")]
+    if not out:
+        print(f"rescue-train export: --output-dir DIR is required\n\n{USAGE}", file=sys.stderr)
+        return 2
+    try:
+        cfg = load_config(rest)
+        if not cfg.model and not cfg.adapter and not cfg.run:
+            cfg.model = "tiny"
+        meta = export(cfg, Path(out))
+    except (DataError, ValueError, OSError) as exc:
+        print(f"rescue-train export: error: {exc}", file=sys.stderr)
+        return 2
+    for task, n in meta["tasks"].items():
+        print(f"{GROUP}_{task}: {n} instances")
+    print(f"-> {out}  (lm_eval --model hf --model_args pretrained=MODEL --include_path {out} --tasks {GROUP})")
+    return 0

