@@ -63,9 +63,3 @@ class TfidfRetrieval(SupportBaseline):
             return []
         similarity = cosine_similarity(self.vectorizer.transform([feature_text(inst) for inst in test]), self.matrix)
         return [self.replies[int(np.argmax(row))] for row in similarity]  # argmax keeps the earliest among equals
-
-
-if __name__ == "__main__":
-    from .cli import run_one
-
-    raise SystemExit(run_one(RepeatClient.name, GenericReply.name, TfidfRetrieval.name))
