@@ -100,8 +100,8 @@ class FakeOpenAIServer:
     """A real local HTTP server speaking the OpenAI chat-completions protocol, with answers that depend on
     the request: judge prompts are graded by comparing predicted and reference emotion, task prompts get a
     fixed well-formed answer (the first candidate for closed-set questions). ``fail_first`` requests get a
-    500 (to exercise the client's retries); prompts containing ``REJECT`` get a 400. ``answer`` replaces
-    ``task_answer``: a function of the last message's content."""
+    500 (to exercise the client's retries); prompts containing ``REJECT`` get a 400. ``answer`` (the last
+    message's text -> the reply) replaces the built-in answers."""
 
     def __init__(self, fail_first: int = 0, answer=None):
         import json
@@ -110,8 +110,8 @@ class FakeOpenAIServer:
 
         self.requests: list[dict] = []
         self.fail_first = fail_first
-        answer = answer or task_answer
         server = self
+        reply = answer or task_answer
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):
@@ -129,7 +129,7 @@ class FakeOpenAIServer:
                 else:
                     self._send(200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                                      "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                                         "role": "assistant", "content": answer(content)}}]})
+                                         "role": "assistant", "content": reply(content)}}]})
 
             def _send(self, status, payload):
                 data = json.dumps(payload).encode()

@@ -27,7 +27,7 @@ from ..data import load_benchmark
 from ..data.splits import SplitManifest, assign_units, check_leakage, make_manifest
 from ..provenance import config_hash, git_commit, versions, write_json_atomic
 from ..settings import flatten
-from ..tasks import Instance, build
+from ..tasks import TASKS, Instance, build
 from .backends import BackendError
 from .config import (RUNTIME_KEYS, ApiOptions, EvalConfig, ModelSpec, budget_override, judge_budget, make_backend,
                      resolve_model, to_dict)
@@ -292,7 +292,7 @@ def score_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: Eval
     scores = folder.done_scores()
     for scorer in scorers:
         scorer.folder = folder.path
-        todo_records = [r for r in records if r["task"] in ("er", "vp") and scorer.key not in scores.get(r["id"], {})]
+        todo_records = [r for r in records if scorer.applies(r["task"]) and scorer.key not in scores.get(r["id"], {})]
         with _progress(len(todo_records), f"{variant.name}: {scorer.name}", cfg.progress) as bar:
             for part in _chunks(todo_records, scorer.chunk):
                 lines = scorer.score(part, instances, records)
@@ -308,6 +308,10 @@ def score_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: Eval
 class BertScoreStage:
     name, key, chunk, folder = "bertscore", "bertscore_f1", 256, None
 
+    @staticmethod
+    def applies(task: str) -> bool:
+        return TASKS[task].bertscore
+
     def __init__(self, cfg: EvalConfig):
         self.cfg = cfg.bertscore
         self.metric = None
@@ -316,7 +320,7 @@ class BertScoreStage:
         from .bertscore import BertScore, texts
 
         if self.metric is None:  # loaded on first use; idf weights come from all references of the run
-            refs = [texts(r["task"], r["gold"], r["prediction"])[1] for r in records if r["task"] in ("er", "vp")]
+            refs = [texts(r["task"], r["gold"], r["prediction"])[1] for r in records if self.applies(r["task"])]
             self.metric = BertScore(self.cfg.model, self.cfg.num_layers, self.cfg.idf, self.cfg.rescale,
                                     self.cfg.batch_size, self.cfg.device, idf_sentences=refs)
         # A failed answer scores 0 whatever part of it parsed (the one failure rule, metrics.py).
@@ -331,6 +335,10 @@ class BertScoreStage:
 
 class JudgeStage:
     name, key, folder = "judge", "judge_status", None
+
+    @staticmethod
+    def applies(task: str) -> bool:
+        return TASKS[task].judged
 
     def __init__(self, cfg: EvalConfig, backend=None):
         from .judge import Judge
@@ -397,6 +405,8 @@ def write_results(cfg, spec, variant, data, backend_info, identity, folder, reco
         "usage": usage_totals(records),
         "aggregates": aggregates,
         "table5": {scope: table5_row(aggregates, scope) for scope in ("couple", "family", "both")},
+        # The same columns for the gold answers themselves, where a task scores them (RSG's real turns).
+        "human_reference": {scope: table5_row(aggregates, scope, source="human") for scope in ("couple", "family", "both")},
         "records": records,
     }
     write_json_atomic(folder.path / "results.json", results)
