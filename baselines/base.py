@@ -7,7 +7,7 @@ from collections import Counter
 from typing import Any, Sequence
 
 from rescue_train.data.splits import LeakageError
-from rescue_train.tasks import Instance
+from rescue_train.tasks import TASKS, Instance
 
 
 class Baseline:
@@ -17,11 +17,20 @@ class Baseline:
     fitted ones, so no score can come from a baseline that saw its test data."""
 
     name: str = ""
-    tasks: tuple[str, ...] = ()
+    tasks: tuple[str, ...] = ()  # the tasks covered by name; ``covers`` may widen it by a task's kind
+
+    @classmethod
+    def covers(cls, task: str) -> bool:
+        return task in cls.tasks
+
+    @classmethod
+    def covered(cls) -> list[str]:
+        return [t for t in TASKS if cls.covers(t)]
 
     def __init__(self, task: str, seed: int = 0):
-        if task not in self.tasks:
-            raise ValueError(f"baseline {self.name!r} does not cover task {task!r} (it covers {', '.join(self.tasks)})")
+        if not self.covers(task):
+            raise ValueError(f"baseline {self.name!r} does not cover task {task!r} (it covers "
+                             f"{', '.join(self.covered())})")
         self.task = task
         self.seed = seed
         self.fitted_units: frozenset[str] | None = None
@@ -47,6 +56,14 @@ class Baseline:
 
     def _predict(self, test: list[Instance]) -> list[Any]:
         raise NotImplementedError
+
+
+class ClosedSetBaseline(Baseline):
+    """A baseline that ranks candidates from training labels: it covers every closed-set task."""
+
+    @classmethod
+    def covers(cls, task: str) -> bool:
+        return task in TASKS and TASKS[task].closed_set
 
 
 def by_scenario(train: Sequence[Instance], value) -> dict[str, Counter]:

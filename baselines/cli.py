@@ -19,11 +19,11 @@ from rescue_train.tasks import TASKS
 
 from .registry import BASELINES
 from .runner import SPLITS, RunConfig, load_records, run, score
-from .table import best_of, paper_rows, render
+from .table import best_of, columns_for, paper_rows, render
 
 
-BASELINE_DATA = ("context", "rpp_definition", "rpp_include_current", "stp_targets", "ssp_target_emotion", "split",
-                 "folds", "split_seed", "test_fold")
+BASELINE_DATA = ("context", "rpp_definition", "rpp_include_current", "stp_targets", "ssp_target_emotion",
+                 "rsg_condition", "rsg_min_words", "rsg_per_sample", "split", "folds", "split_seed", "test_fold")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -36,8 +36,12 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--baselines", nargs="+", choices=list(BASELINES), default=list(BASELINES))
     data_config.add_flags(p, include=BASELINE_DATA, splits=SPLITS, defaults={"test_fold": None})
     p.add_argument("--bertscore", metavar="MODEL_DIR", default=None,
-                   help="a local model folder for BERTScore on ER/VP (left out when not given)")
+                   help="a local model folder for BERTScore on ER/VP/RSG (left out when not given)")
     p.add_argument("--bertscore-layers", type=int, default=None, help="layer bert-score reads (needed with a path)")
+    p.add_argument("--judge-model", default=None, metavar="NAME",
+                   help="judge the ER/VP/RSG predictions with this model of an OpenAI-compatible server (the "
+                        "evaluator's rubrics; the key comes from $OPENAI_API_KEY)")
+    p.add_argument("--judge-url", default=None, metavar="URL", help="the judge server's base URL (with --judge-model)")
     p.add_argument("--predictions", nargs="+", default=[], metavar="NAME=PATH",
                    help="also score these prediction records (a .jsonl file or a folder of them), e.g. a trained "
                         "model's evaluation output, and print them as rows")
@@ -69,6 +73,7 @@ def scored_predictions(specs: Sequence[str]) -> dict[str, dict]:
 
 def tables(results: dict, models: dict[str, dict]) -> str:
     out = []
+    columns = columns_for(results["config"]["tasks"])
     for scope in SCOPES:
         ours = {name: r["table"][scope] for name, r in results["baselines"].items() if scope in r["table"]}
         if not ours:
@@ -77,10 +82,11 @@ def tables(results: dict, models: dict[str, dict]) -> str:
         out.append(render(scope, [("paper LLMs (zero-shot, whole benchmark)", paper_rows(scope)),
                                   ("models (--predictions)", mine),
                                   (f"baselines ({results['config']['split']} split)", ours),
-                                  ("best baseline per column", {"best baseline": best_of(ours)})]))
+                                  ("best baseline per column", {"best baseline": best_of(ours, columns)})],
+                          columns))
     prov = results["provenance"]
     out.append(f"split manifest {prov['split_manifest_hash']}, seed {prov['seed']}, data {prov['data_fingerprint'][:16]}, "
-               f"commit {prov['git_commit']}. ITP/RPP/STP/SSP in %, ER/VP judge 1-5 (not computed here), "
+               f"commit {prov['git_commit']}. ITP/RPP/STP/SSP in %, ER/VP/RSG judge 1-5 only with --judge-model, "
                f"BERTScore F1 only with --bertscore, ER S_int 1-5.")
     out.extend(f"note: {n}" for n in prov["notes"])
     return "\n\n".join(out)
@@ -95,7 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = RunConfig(source=data.source, split=data.split, folds=data.folds, seed=data.split_seed,
                            test_fold=one_fold, tasks=tuple(args.tasks), baselines=tuple(args.baselines),
                            build=data.build_options(), bertscore=args.bertscore,
-                           bertscore_layers=args.bertscore_layers)
+                           bertscore_layers=args.bertscore_layers, judge_model=args.judge_model,
+                           judge_base_url=args.judge_url)
         models = scored_predictions(args.predictions)
         results, records = run(config)
     except (DataError, LeakageError, ValueError, FileNotFoundError) as exc:

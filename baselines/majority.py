@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-from .base import Baseline, by_scenario, candidate_scores, class_of, rank_candidates, scenario_counts
+from .base import ClosedSetBaseline, by_scenario, candidate_scores, class_of, rank_candidates, scenario_counts
 
 
-class Majority(Baseline):
+class Majority(ClosedSetBaseline):
     name = "majority"
-    tasks = ("itp", "rpp", "stp", "ssp")
 
     def _fit(self, train):
         self.counts = by_scenario(train, class_of)

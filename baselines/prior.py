@@ -11,7 +11,7 @@ import zlib
 
 import numpy as np
 
-from .base import Baseline, by_scenario, class_of, rank_candidates, scenario_counts, stp_role
+from .base import ClosedSetBaseline, by_scenario, class_of, rank_candidates, scenario_counts, stp_role
 
 
 def draw_ranking(inst, weights: dict[str, float], seed: int) -> list[str]:
@@ -22,9 +22,8 @@ def draw_ranking(inst, weights: dict[str, float], seed: int) -> list[str]:
     return rank_candidates(inst, keys)
 
 
-class LabelPrior(Baseline):
+class LabelPrior(ClosedSetBaseline):
     name = "prior"
-    tasks = ("itp", "rpp", "stp", "ssp")
 
     def _fit(self, train):
         self.counts = by_scenario(train, class_of)

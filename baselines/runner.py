@@ -36,8 +36,11 @@ class RunConfig:
     tasks: tuple[str, ...] = tuple(TASKS)
     baselines: tuple[str, ...] = tuple(BASELINES)
     build: BuildOptions = field(default_factory=BuildOptions)
-    bertscore: str | None = None  # a local model folder for bert-score (ER/VP); None leaves BERTScore out
+    bertscore: str | None = None  # a local model folder for bert-score (ER/VP/RSG); None leaves BERTScore out
     bertscore_layers: int | None = None
+    # an OpenAI-compatible judge (e.g. a local `vllm serve`) for the judged tasks (ER, VP, RSG); None: no judge
+    judge_model: str | None = None
+    judge_base_url: str | None = None
 
     def __post_init__(self):
         if self.split not in SPLITS:
@@ -104,7 +107,7 @@ def predict_all(samples, manifest: SplitManifest, config: RunConfig) -> dict[str
                 raise ValueError(f"{fold.name}: no {task} training instances outside the test units, so no "
                                  f"baseline can be fitted (too few units for this split)")
             for name in config.baselines:
-                if task not in BASELINES[name].tasks:
+                if not BASELINES[name].covers(task):
                     continue
                 baseline = BASELINES[name](task, seed=config.seed).fit(train)
                 for inst, prediction in zip(test, baseline.predict(test)):
@@ -113,16 +116,33 @@ def predict_all(samples, manifest: SplitManifest, config: RunConfig) -> dict[str
 
 
 def add_bertscore(records: list[dict], model_path: str, num_layers: int) -> None:
-    """BERTScore F1 of the ER/VP records, in place, exactly as the evaluator computes it."""
+    """BERTScore F1 of the records of tasks scored with it, in place, exactly as the evaluator computes it."""
     from rescue_train.evaluation.bertscore import BertScore, texts
 
-    chosen = [r for r in records if r["task"] in ("er", "vp")]
+    chosen = [r for r in records if TASKS[r["task"]].bertscore]
     if not chosen:
         return
     pairs = [texts(r["task"], r["gold"], r["prediction"]) for r in chosen]
     f1 = BertScore(model_path, num_layers=num_layers, device="cpu").f1([c for c, _ in pairs], [g for _, g in pairs])
     for record, value in zip(chosen, f1):
         record.setdefault("scores", {})["bertscore_f1"] = value
+
+
+def add_judge(records: list[dict], samples, config: RunConfig) -> None:
+    """The evaluator's judge scores of the records of judged tasks, in place (the same rubrics and prompts)."""
+    from rescue_train.evaluation.config import JudgeConfig
+    from rescue_train.evaluation.judge import Judge
+    from rescue_train.evaluation.runner import make_judge_backend
+
+    chosen = [r for r in records if TASKS[r["task"]].judged]
+    if not chosen:
+        return
+    instances = {i.id: i for task in sorted({r["task"] for r in chosen})
+                 for i in build(task, samples, config.build).instances}
+    settings = JudgeConfig(backend="openai", model=config.judge_model, base_url=config.judge_base_url)
+    judge = Judge(make_judge_backend(settings), model=config.judge_model, max_new_tokens=settings.max_new_tokens)
+    for record, line in zip(chosen, judge.judge(chosen, instances)):
+        record.setdefault("scores", {}).update({k: v for k, v in line.items() if k != "id"})
 
 
 def score(records: Iterable[dict]) -> dict[str, Any]:
@@ -151,6 +171,9 @@ def run(config: RunConfig) -> tuple[dict[str, Any], dict[str, list[dict]]]:
     if config.bertscore:
         for chosen in records.values():
             add_bertscore(chosen, config.bertscore, config.bertscore_layers)
+    if config.judge_model:
+        for chosen in records.values():
+            add_judge(chosen, benchmark.samples, config)
     resolved = {**asdict(config), "build": asdict(config.build)}
     results = {
         "config": resolved,

@@ -2,14 +2,28 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
-from rescue_train.evaluation.report import HEADERS as REPORT_HEADERS
+from rescue_train.evaluation.report import report_columns
 from rescue_train.paper import TABLE5, TABLE5_COLUMNS, TABLE11
+from rescue_train.paper import TASKS as PAPER_TASKS
+from rescue_train.tasks import TASKS
 
 COLUMNS = (*TABLE5_COLUMNS, "er_s_int")
-HEADERS = {**REPORT_HEADERS, "er_s_int": "ER S_int"}  # the report's column names, plus the judge-free S_int
-DIGITS = {"er_bert": 4, "vp_bert": 4}
+S_INT = ("er_s_int", "ER S_int", 2)  # the judge-free S_int, beside the report's columns
+
+
+def columns_for(tasks: Sequence[str]) -> tuple[str, ...]:
+    """The paper's columns plus the report columns of the run's tasks beyond the paper."""
+    return COLUMNS + tuple(c.key for t in tasks if t not in PAPER_TASKS for c in TASKS[t].report_columns)
+
+
+def header(column: str) -> str:
+    return S_INT[1] if column == S_INT[0] else report_columns()[column].header
+
+
+def digits(column: str) -> int:
+    return S_INT[2] if column == S_INT[0] else report_columns()[column].digits
 
 
 def paper_rows(scope: str) -> dict[str, dict[str, float]]:
@@ -21,31 +35,33 @@ def paper_rows(scope: str) -> dict[str, dict[str, float]]:
     return {(f"{m} (paper)" if m != "Average" else "LLM average (paper)"): dict(r[scope]) for m, r in TABLE11.items()}
 
 
-def best_of(rows: Mapping[str, Mapping[str, float | None]]) -> dict[str, float | None]:
-    """Column-wise best over ``rows`` (None when no row has the column)."""
+def best_of(rows: Mapping[str, Mapping[str, float | None]], columns: Sequence[str] = COLUMNS
+            ) -> dict[str, float | None]:
+    """Column-wise best (largest) over ``rows`` (None when no row has the column)."""
     best: dict[str, float | None] = {}
-    for column in COLUMNS:
+    for column in columns:
         values = [r.get(column) for r in rows.values() if r.get(column) is not None]
         best[column] = max(values) if values else None
     return best
 
 
 def cell(value: float | None, column: str) -> str:
-    return "-" if value is None else f"{value:.{DIGITS.get(column, 2)}f}"
+    return "-" if value is None else f"{value:.{digits(column)}f}"
 
 
-def render(scope: str, sections: list[tuple[str, Mapping[str, Mapping[str, float | None]]]]) -> str:
+def render(scope: str, sections: list[tuple[str, Mapping[str, Mapping[str, float | None]]]],
+           columns: Sequence[str] = COLUMNS) -> str:
     """One table: ``sections`` are (title, name -> row) groups printed one after the other."""
     names = [name for _, rows in sections for name in rows]
     width = max([len(n) for n in names] + [10])
-    widths = [max(len(HEADERS[c]), 7) for c in COLUMNS]
-    header = f"{'':<{width}}  " + "  ".join(f"{HEADERS[c]:>{w}}" for c, w in zip(COLUMNS, widths))
-    lines = [f"== {scope} ==", header]
+    widths = [max(len(header(c)), 7) for c in columns]
+    head = f"{'':<{width}}  " + "  ".join(f"{header(c):>{w}}" for c, w in zip(columns, widths))
+    lines = [f"== {scope} ==", head]
     for title, rows in sections:
         if not rows:
             continue
         lines.append(f"-- {title}")
         for name, row in rows.items():
             lines.append(f"{name:<{width}}  " + "  ".join(f"{cell(row.get(c), c):>{w}}"
-                                                           for c, w in zip(COLUMNS, widths)))
+                                                           for c, w in zip(columns, widths)))
     return "\n".join(lines)

@@ -19,7 +19,7 @@ from sklearn.pipeline import make_pipeline
 
 from rescue_train.data.schema import GROUP_SPEAKERS, THERAPIST
 
-from .base import Baseline, candidate_scores, class_of, rank_candidates
+from .base import ClosedSetBaseline, candidate_scores, class_of, rank_candidates
 
 FEATURE_ROWS = 10
 
@@ -41,9 +41,8 @@ def feature_text(inst) -> str:
     return "\n".join(parts)
 
 
-class TfidfLogReg(Baseline):
+class TfidfLogReg(ClosedSetBaseline):
     name = "tfidf_lr"
-    tasks = ("itp", "rpp", "stp", "ssp")
     class_weight: str | None = None
 
     def _fit(self, train):

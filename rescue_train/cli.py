@@ -29,6 +29,8 @@ DISPATCH = {
     "report": ("rescue_train.evaluation.report", "main", "paper-style tables and plots: rescue-train report RESULTS..."),
     "agreement": ("rescue_train.evaluation.agreement", "main", "judge-vs-human agreement: rescue-train agreement ..."),
     "baselines": ("baselines.cli", "main", "trivial baselines beside the paper's LLMs: rescue-train baselines DATA"),
+    "audit": ("rescue_train.audit.cli", "main",
+              "relational-orientation audit (RELATE): rescue-train audit INPUT... model=JUDGE [--dry-run]"),
     "card": ("rescue_train.model_card", "main",
              "write a run's Hugging Face model card, with eval results: rescue-train card RUN_DIR [EVAL_DIR ...]"),
     "export": ("rescue_train.export.lm_eval", "main",

@@ -16,10 +16,6 @@ from .tasks.context import PromptSizer
 from .tasks.rpp import DEFINITIONS
 
 
-def _label_of(task: str, gold: Any) -> str | None:
-    return gold if task in ("itp", "rpp", "stp", "ssp") else None
-
-
 def compute_stats(samples: Sequence[Sample], options: BuildOptions | None = None) -> dict[str, Any]:
     options = options or BuildOptions()
     units = assign_units(samples)
@@ -31,16 +27,14 @@ def compute_stats(samples: Sequence[Sample], options: BuildOptions | None = None
         "rpp_definitions": {},
     }
     sizer = PromptSizer("dialogue")  # the size of the user message render(instance) makes
-    for name in TASKS:
+    for name, task in TASKS.items():
         result = build(name, samples, options, units)
+        paper_counts = paper.TABLE6.get(name, {})  # tasks beyond the paper have no published counts
         per_scenario: dict[str, Any] = {}
         for scenario in ("couple", "family"):
             chosen = [i for i in result.instances if i.scenario == scenario]
-            labels = Counter(_label_of(name, i.gold) for i in chosen)
+            labels = Counter(task.stats_label(i) for i in chosen)
             labels.pop(None, None)
-            if name == "stp":  # names differ per sample: report person vs group targets
-                labels = Counter("group" if i.gold == i.sample.group_label else
-                                 "subset" if " & " in i.gold else "person" for i in chosen)
             # prompt sizes (dialogue mode) help choose max_length / max_model_len: about 4 characters a token
             lengths = sorted(sizer.context_chars(i) + 2 + len(TASKS[name].instruction(i, "label")) for i in chosen)
             per_scenario[scenario] = {
@@ -49,8 +43,8 @@ def compute_stats(samples: Sequence[Sample], options: BuildOptions | None = None
                 "samples": len({i.sample_id for i in chosen}),
                 "labels": dict(labels.most_common()),
                 "excluded": {reason: n for (sc, reason), n in sorted(result.excluded.items()) if sc == scenario},
-                "paper_instances": paper.TABLE6[name][f"{scenario}_instances"],
-                "paper_samples": paper.TABLE6[name][f"{scenario}_samples"],
+                "paper_instances": paper_counts.get(f"{scenario}_instances"),
+                "paper_samples": paper_counts.get(f"{scenario}_samples"),
             }
         stats["tasks"][name] = per_scenario
     for definition in DEFINITIONS:
@@ -70,8 +64,10 @@ def format_stats(stats: dict[str, Any]) -> str:
     for name, per in stats["tasks"].items():
         for scenario, s in per.items():
             size = f"{s['prompt_chars']['median']} / {s['prompt_chars']['max']}" if s["prompt_chars"] else "-"
-            lines.append(f"{name:<5} {scenario:<8} {s['instances']:>9} {s['paper_instances']:>6} "
-                         f"{s['samples']:>8} {s['paper_samples']:>6} {size:>28}")
+            paper_instances, paper_samples = (("-" if v is None else v) for v in (s["paper_instances"],
+                                                                                  s["paper_samples"]))
+            lines.append(f"{name:<5} {scenario:<8} {s['instances']:>9} {paper_instances:>6} "
+                         f"{s['samples']:>8} {paper_samples:>6} {size:>28}")
     lines += ["", "RPP instances (samples) under each gold definition; paper: "
               f"{paper.TABLE6['rpp']['couple_instances']} couple / {paper.TABLE6['rpp']['family_instances']} family"]
     for definition, per in stats["rpp_definitions"].items():

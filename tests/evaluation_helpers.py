@@ -29,6 +29,18 @@ def make_adapter(model_dir: str | Path, out_dir: str | Path, seed: int = 0) -> P
     return Path(out_dir)
 
 
+def with_repetition_penalty(model_dir: str | Path, out_dir: str | Path, penalty: float = 2.0) -> Path:
+    """A copy of a model folder whose generation config sets a repetition penalty, as Qwen2.5's does (1.05;
+    2.0 here, enough to change the tiny random model's greedy answers)."""
+    import json
+    import shutil
+
+    out = Path(shutil.copytree(model_dir, out_dir))
+    config = json.loads((out / "generation_config.json").read_text())
+    (out / "generation_config.json").write_text(json.dumps({**config, "repetition_penalty": penalty}))
+    return out
+
+
 class Counting:
     """Wraps a backend and counts the instances it is asked about; optionally fails after some calls,
     like a run killed mid-way."""
@@ -88,9 +100,10 @@ class FakeOpenAIServer:
     """A real local HTTP server speaking the OpenAI chat-completions protocol, with answers that depend on
     the request: judge prompts are graded by comparing predicted and reference emotion, task prompts get a
     fixed well-formed answer (the first candidate for closed-set questions). ``fail_first`` requests get a
-    500 (to exercise the client's retries); prompts containing ``REJECT`` get a 400."""
+    500 (to exercise the client's retries); prompts containing ``REJECT`` get a 400. ``answer`` (the last
+    message's text -> the reply) replaces the built-in answers."""
 
-    def __init__(self, fail_first: int = 0):
+    def __init__(self, fail_first: int = 0, answer=None):
         import json
         import threading
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -98,6 +111,7 @@ class FakeOpenAIServer:
         self.requests: list[dict] = []
         self.fail_first = fail_first
         server = self
+        reply = answer or task_answer
 
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args):
@@ -115,7 +129,7 @@ class FakeOpenAIServer:
                 else:
                     self._send(200, {"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
                                      "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                                         "role": "assistant", "content": task_answer(content)}}]})
+                                         "role": "assistant", "content": reply(content)}}]})
 
             def _send(self, status, payload):
                 data = json.dumps(payload).encode()

@@ -115,3 +115,34 @@ def test_tiny_bert_head_is_found_and_torch_path_returns_masked_logits(tmp_path):
     assert len(out["train_loss"]) == 2  # the plain stage, then the re-trained head
     assert out["test"].shape == (3, 5) and np.isneginf(out["test"][:, 3:]).all()
     assert np.isfinite(out["test"][:, :3]).all()
+
+
+@pytest.mark.parametrize("model_name", ["tiny-bert", "tiny"])
+def test_gradient_accumulation_gives_the_same_update_as_one_large_batch(tmp_path, model_name):
+    """Four examples as one batch of 4, or as 2 accumulated batches of 2: plain SGD without clipping or
+    dropout must take exactly the same step (the loss is a per-batch mean that the Trainer must divide by
+    the accumulation steps)."""
+    from rescue_train.training.classifier import _Encoded, _trainer
+
+    rows = [row(i, "couple", label) for i, label in enumerate(COUPLE + COUPLE[:1])]
+    space = LabelSpace.from_rows(rows)
+    split = Split.of(rows, space)
+    stepped = []
+    for batch_size, accumulation in ((4, 1), (2, 2)):
+        settings = TorchSettings(model=model_name, max_length=16, batch_size=batch_size,
+                                 extra={"gradient_accumulation_steps": accumulation, "optim": "sgd",
+                                        "max_grad_norm": 0.0, "lr_scheduler_type": "constant"})
+        tok = _tokenizer(settings)
+        torch.manual_seed(0)
+        model = _model(settings, tok, space)
+        for module in model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = 0.0
+        dataset = _Encoded(tok(split.texts), split.y, split.mask)
+        plain = make_loss(balance.STRATEGIES["none"], split.counts(len(space)), BalanceSettings())
+        before = {n: p.detach().clone() for n, p in model.named_parameters()}
+        _trainer(model, tok, dataset, plain, settings, 1, 0.5, 0, tmp_path / f"b{batch_size}").train()
+        stepped.append({n: p.detach() - before[n] for n, p in model.named_parameters()})
+    assert max(d.abs().max().item() for d in stepped[0].values()) > 1e-3  # the step moved the weights
+    for name, delta in stepped[0].items():
+        assert torch.allclose(delta, stepped[1][name], atol=1e-6), name

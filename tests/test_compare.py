@@ -32,6 +32,19 @@ def test_load_config_merges_recipe_and_overrides_and_always_compares_against_non
     assert "crt" in load_config(["recipe=ssp_cls", "backend=torch"]).strategies
 
 
+def test_old_spellings_still_load_with_a_warning():
+    from rescue_train.settings import RenamedWarning
+
+    with pytest.warns(RenamedWarning) as caught:
+        config = load_config(["recipe=rpp_cls", "folds=[0,2]", "out_dir=runs/x", "data.k=3",
+                              "data.build.rpp_definition=A"])
+    assert (config.test_folds, config.output_dir, config.data.folds, config.data.rpp_definition) == \
+        ([0, 2], "runs/x", 3, "A")
+    assert [str(w.message) for w in caught] == [
+        "folds= is deprecated; use test_folds=", "out_dir= is deprecated; use output_dir=",
+        "data.k= is deprecated; use data.folds=", "data.build.rpp_definition= is deprecated; use data.rpp_definition="]
+
+
 @pytest.mark.parametrize("argv, message", [
     (["recipe=rpp_cls", "strategies=[focal]"], "do not apply to backend=sklearn"),
     (["recipe=rpp_cls", "sklearn.nope=1"], "unknown key sklearn.nope"),
@@ -94,8 +107,10 @@ def test_paired_permutation_test_over_units():
     settings = EvalSettings(bootstrap=200, permutations=999, stats_seed=0)
     stats = scope_statistics({"none": wrong, "better": right, "same": wrong}, units, 2, np.array([0, 2]), settings)
     better = stats["better"]["vs_none"]["accuracy"]
-    # Only "swap no unit" and "swap every unit" (2 of 2^10 patterns) reach |difference| = 1: p ~ 3/1000.
+    # Only "swap no unit" reaches +1 (and "swap every unit" -1) of 2^10 patterns, more than the 999 drawn:
+    # random patterns, two-sided p = 2 * (extreme + 1) / 1000, about 2 * 2/1000.
     assert better["difference"] == 1.0 and better["p_value"] < 0.02 and better["ci"] == [1.0, 1.0]
+    assert better["test"] == "random: 999 of 2^10 unit swap patterns, p = (extreme + 1) / (999 + 1)"
     same = stats["same"]["vs_none"]["accuracy"]
     assert same["difference"] == 0.0 and same["p_value"] == 1.0
     assert stats["none"]["estimate"]["accuracy"] == 0.0 and stats["none"]["ci"]["accuracy"] == [0.0, 0.0]
@@ -170,3 +185,26 @@ def test_torch_compare_with_tiny_decoder_and_lora(tmp_path):
                    "torch.lora=true", "torch.steps=2", "torch.batch_size=2", "torch.max_length=96", "plots=false",
                    "recipe=ssp_cls")
     assert results["task"] == "ssp" and set(results["strategies"]) == {"none", "balanced_softmax"}
+
+
+@pytest.mark.slow
+def test_merge_puts_two_comparisons_in_one_table_each_tested_against_its_own_none(tmp_path):
+    base = ["recipe=ssp_cls", "test_folds=[0,1]", "evaluation.bootstrap=50", "evaluation.permutations=64", "plots=false"]
+    assert compare.main([*base, "strategies=[inverse_freq]", f"output_dir={tmp_path / 'plain'}"]) == 0
+    assert compare.main([*base, "strategies=[posthoc_la]", "sklearn.C=0.5", f"output_dir={tmp_path / 'c05'}"]) == 0
+    merged_dir = tmp_path / "merged"
+    assert compare.main([f"merge=[{tmp_path / 'plain'},{tmp_path / 'c05'}]", f"output_dir={merged_dir}",
+                         "evaluation.bootstrap=50", "evaluation.permutations=64", "plots=false"]) == 0
+    merged = json.loads((merged_dir / "results.json").read_text())
+    plain = json.loads((tmp_path / "plain" / "results.json").read_text())
+    assert list(merged["strategies"]) == ["plain:none", "plain:inverse_freq", "c05:none", "c05:posthoc_la"]
+    both = merged["scopes"]["both"]["strategies"]
+    assert both["c05:posthoc_la"]["vs_none"]["accuracy"]["reference"] == "c05:none"
+    # Estimates and raw p-values are those of the single comparison; Holm now counts both comparisons' tests.
+    assert both["plain:inverse_freq"]["estimate"] == plain["scopes"]["both"]["strategies"]["inverse_freq"]["estimate"]
+    single = plain["scopes"]["both"]["strategies"]["inverse_freq"]["vs_none"]["macro_f1"]
+    assert both["plain:inverse_freq"]["vs_none"]["macro_f1"]["p_value"] == single["p_value"]
+    assert [m["prefix"] for m in merged["provenance"]["merged"]] == ["plain", "c05"]
+    assert "| c05:posthoc_la |" in (merged_dir / "results.md").read_text()
+    with pytest.raises(ValueError, match="two or more comparisons"):
+        compare.main([f"merge=[{tmp_path / 'plain'}]", f"output_dir={merged_dir}"])

@@ -34,7 +34,7 @@ def test_results_document_all_tasks(hf, tmp_path, protocol):
     cfg = load_config(FAST + [f"output_dir={tmp_path}", f"protocol={protocol}"])
     (results,) = run(cfg, backend=hf)
     assert [r["task"] for r in results["records"]] == ["itp"] * 2 + ["rpp"] * 2 + ["stp"] * 2 + ["ssp"] * 2 + \
-        ["er"] * 2 + ["vp"] * 2
+        ["er"] * 2 + ["vp"] * 2 + ["rsg"] * 2
     for key in ("config", "prediction_hash", "versions", "git_commit", "split", "data", "aggregates", "table5"):
         assert key in results
     assert results["split"]["scheme"] == "none" and len(results["split"]["manifest_hash"]) == 16
@@ -43,8 +43,9 @@ def test_results_document_all_tasks(hf, tmp_path, protocol):
     assert set(record) >= {"id", "task", "scenario", "unit", "sample_id", "gold", "prediction", "parse_status",
                            "raw", "prompt_hash", "scores"}
     # A 3-token answer of a random model never parses: each one is counted as a wrong answer, none dropped.
+    # (The random model's 3 tokens for an RSG turn are blank lines: an empty turn, which fails too.)
     failures = sum(r["parse_status"] == "failed" for r in results["records"])
-    assert failures == (4 if protocol == "rank" else 12)  # rank: only ER and VP are generated
+    assert failures == (6 if protocol == "rank" else 14)  # rank: only ER, VP and RSG are generated
     assert results["counts"]["itp"]["both"]["n"] == 2
     assert sum(results["counts"][t]["both"]["parse_failures"] for t in results["counts"]) == failures
     on_disk = json.loads((tmp_path / "results.json").read_text())

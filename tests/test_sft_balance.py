@@ -3,6 +3,7 @@ against values worked out by hand."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 
@@ -131,3 +132,21 @@ def test_class_weights_with_packing_is_refused(tmp_path):
     ds = chat_rows([("a",), ("b",)], class_weight=[1.0, 2.0])
     with pytest.raises(ValueError, match="train.packing=false"):
         make_trainer(ds, tmp_path, packing=True, max_length=64)
+
+
+@pytest.mark.slow
+def test_class_weighted_recipe_trains_through_its_evaluations(tmp_path):
+    """The recipe run as documented: class weights on the training rows only, evaluation at every 2 steps
+    (the validation rows carry no weight and share the wrapped collator), then the run finishes."""
+    from rescue_train.training.config import compose
+    from rescue_train.training.sft import run
+
+    cfg = compose("ssp_lora", ["model=tiny", "balance.class_weights=sqrt", "balance.sampling=none",
+                               "train.max_steps=4", "train.eval_steps=2", "train.batch_size=2", "train.grad_accum=1",
+                               "train.logging_steps=1", "train.report_to=[none]", f"output_dir={tmp_path}"])
+    run(cfg)
+    prov = json.loads((tmp_path / "provenance.json").read_text())
+    assert prov["status"] == "finished" and prov["global_step"] == 4
+    state = json.loads((tmp_path / "checkpoints" / "checkpoint-4" / "trainer_state.json").read_text())
+    assert [e["step"] for e in state["log_history"] if "eval_loss" in e] == [2, 4]
+    assert math.isfinite(prov["metrics"]["eval_loss"])

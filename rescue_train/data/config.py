@@ -15,6 +15,7 @@ from typing import Any, Optional
 
 from ..settings import deprecated, meaning, type_name
 from ..tasks import ANSWER_FORMATS, MODES, BuildOptions
+from ..tasks.base import RSG_CONDITIONS
 
 # What each RPP gold definition reads (rescue_train.tasks.rpp.DEFINITIONS holds the rules themselves).
 RPP_DEFINITIONS = {
@@ -33,7 +34,7 @@ SPLITS = {
 STP_TARGETS = ("collapse", "set")
 # The settings that decide the text a model sees (a change makes the prompts differ from training).
 PROMPT_KEYS = ("source", "context", "rpp_definition", "rpp_include_current", "stp_targets", "ssp_target_emotion",
-               "mode", "answer_format")
+               "rsg_condition", "mode", "answer_format")
 
 
 @dataclass
@@ -48,6 +49,11 @@ class DataConfig:
     stp_targets: str = field(default="collapse", metadata=meaning(
         "multi-person STP targets: collapse to the group label, or set (keep the exact sets)"))
     ssp_target_emotion: bool = field(default=False, metadata=meaning("give SSP the target's latest emotion"))
+    rsg_condition: str = field(default="none", metadata=meaning(
+        "what RSG gives beyond the conversation: none, target (whom the turn addresses) or target_strategy"))
+    rsg_min_words: int = field(default=5, metadata=meaning("RSG keeps therapist turns of at least this many words"))
+    rsg_per_sample: int = field(default=0, metadata=meaning(
+        "RSG keeps at most this many evenly spaced turns per sample (0: all)"))
     mode: str = field(default="dialogue", metadata=meaning(f"which cues the prompt shows: {' | '.join(MODES)}"))
     answer_format: str = field(default="label", metadata=meaning(
         "label: the bare label; json: the paper's JSON answers"))
@@ -64,7 +70,8 @@ class DataConfig:
     def build_options(self) -> BuildOptions:
         return BuildOptions(context=self.context, rpp_definition=self.rpp_definition,
                             rpp_include_current=self.rpp_include_current, stp_targets=self.stp_targets,
-                            ssp_target_emotion=self.ssp_target_emotion)
+                            ssp_target_emotion=self.ssp_target_emotion, rsg_condition=self.rsg_condition,
+                            rsg_min_words=self.rsg_min_words, rsg_per_sample=self.rsg_per_sample)
 
     def prompt_settings(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in PROMPT_KEYS}
@@ -78,6 +85,7 @@ def validate(data: DataConfig, prefix: str = "data.") -> None:
 
     choose("rpp_definition", RPP_DEFINITIONS)
     choose("stp_targets", STP_TARGETS)
+    choose("rsg_condition", RSG_CONDITIONS)
     choose("mode", MODES)
     choose("answer_format", ANSWER_FORMATS)
     choose("split", SPLITS)
@@ -93,7 +101,8 @@ def validate(data: DataConfig, prefix: str = "data.") -> None:
 # nested the build options under data.build and used k/seed/scheme.
 RENAMED = {
     **{f"data.build.{k}": f"data.{k}" for k in ("context", "rpp_definition", "rpp_include_current", "stp_targets",
-                                               "ssp_target_emotion")},
+                                               "ssp_target_emotion", "rsg_condition", "rsg_min_words",
+                                               "rsg_per_sample")},
     "data.scheme": "data.split", "data.k": "data.folds", "data.seed": "data.split_seed",
 }
 # eval's old top-level keys
@@ -138,6 +147,7 @@ def add_flags(parser: argparse.ArgumentParser, include: tuple[str, ...] | None =
     defaults = {**{f.name: f.default for f in dataclasses.fields(DataConfig)}, **(defaults or {})}
     types = typing.get_type_hints(DataConfig)
     choices = {"rpp_definition": list(RPP_DEFINITIONS), "stp_targets": list(STP_TARGETS), "mode": list(MODES),
+               "rsg_condition": list(RSG_CONDITIONS),
                "answer_format": list(ANSWER_FORMATS), "split": list(splits)}
     group = parser.add_argument_group("data (the same settings as data.* in train, compare and eval)")
     for f in dataclasses.fields(DataConfig):

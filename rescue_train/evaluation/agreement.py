@@ -4,6 +4,9 @@ The human file (CSV with a header, or JSONL) has one judged instance per line: `
 optionally ``rater`` (agreement is then also reported per rater). Judge scores come from the results'
 records. Reported per task and rater: n, exact agreement, MAE, Cohen's kappa with linear (or quadratic)
 weights (scikit-learn) and Gwet's AC1 over the scale's categories.
+
+RESULTS may also be the folder of ``rescue-train audit``: then the human file holds sentence labels (IF, OS)
+and the agreement is sentence-level (see rescue_train/audit/agreement.py).
 """
 
 from __future__ import annotations
@@ -89,13 +92,19 @@ def compare(results: dict[str, Any], human: list[dict[str, Any]], weights: str =
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rescue-train agreement", description=__doc__.split("\n\n")[0])
-    parser.add_argument("results", help="results.json (or its run folder) with judge scores")
-    parser.add_argument("--human", required=True, help="CSV or JSONL with id, score[, rater]")
+    parser.add_argument("results", help="results.json (or its run folder) with judge scores, or an audit's")
+    parser.add_argument("--human", required=True, help="CSV or JSONL with id, score[, rater]; for an audit: "
+                        "dialogue_id, turn_id, sentence_id[, system, rater, text] and IF/OS columns")
     parser.add_argument("--weights", choices=("linear", "quadratic"), default="linear", help="kappa weights")
     parser.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args(argv)
     try:
         human_path = Path(args.human)
+        from ..audit.agreement import main_audit, read_results
+
+        audit = read_results(args.results)
+        if audit is not None:  # sentence labels of `rescue-train audit`
+            return main_audit(audit, human_path, args.json)
         report = compare(load_results(args.results), read_human(human_path), args.weights, str(human_path))
     except (FileNotFoundError, ValueError) as exc:
         print(f"rescue-train agreement: error: {exc}")

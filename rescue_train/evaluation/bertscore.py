@@ -3,11 +3,12 @@
 Defaults follow the reference scripts: distilbert-base-uncased, its default layer (5), no idf weighting,
 no baseline rescaling. A local model folder needs ``num_layers`` (bert-score only knows layers by name).
 
-What is compared:
+What is compared is the task's choice (``Task.bertscore_texts``):
 
 * ER: the predicted emotion phrase against the annotated emotion description;
 * VP (our protocol; the authors never implemented one): the predicted viewpoint strings joined with
-  ``"; "`` in the model's order, against the gold viewpoint strings joined the same way in annotation order.
+  ``"; "`` in the model's order, against the gold viewpoint strings joined the same way in annotation order;
+* RSG: the generated therapist turn against the real one.
 
 An empty prediction (a parse failure) scores 0 without calling the model.
 """
@@ -16,29 +17,12 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..tasks.base import clean_text
-
-JOIN = "; "
-
-
-def _field(item: Any, key: str) -> str:
-    """A string field of a parsed answer ('' for anything else), safe for a tokenizer."""
-    value = item.get(key) if isinstance(item, dict) else None
-    return clean_text(value).strip() if isinstance(value, str) else ""
-
-
-def join_viewpoints(items: Sequence[dict[str, Any]] | None) -> str:
-    values = [_field(v, "viewpoint") for v in (items if isinstance(items, (list, tuple)) else ())]
-    return JOIN.join(v for v in values if v)
+from ..tasks import TASKS
 
 
 def texts(task: str, gold: Any, prediction: Any) -> tuple[str, str]:
-    """(candidate, reference) strings for one record; never raises on what a parser returned."""
-    if task == "er":
-        return _field(prediction, "emotion"), _field(gold, "emotion")
-    if task == "vp":
-        return join_viewpoints(prediction), join_viewpoints(gold)
-    raise ValueError(f"BERTScore applies to er and vp, not {task}")
+    """(candidate, reference) strings for one record."""
+    return TASKS[task].bertscore_texts(gold, prediction)
 
 
 class BertScore:

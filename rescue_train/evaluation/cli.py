@@ -20,6 +20,7 @@ import sys
 from typing import Sequence
 
 from ..data.schema import DataError
+from ..tasks import TASKS
 
 USAGE = __doc__
 
@@ -28,9 +29,9 @@ def _summary(results: dict) -> str:
     lines = [f"{results['label']}: {results['config']['protocol']} protocol, {results['backend'].get('backend')}"]
     for task, scopes in results["aggregates"].items():
         both = scopes.get("both", {})
-        shown = {k: v for k, v in both.items() if isinstance(v, (int, float)) and v is not None
-                 and k in ("accuracy", "f1", "recall@1", "mrr", "macro_f1", "s_er", "s_emo", "s_int", "judge",
-                           "bertscore_f1")}
+        wanted = {"accuracy", "f1", "recall@1", "mrr", "macro_f1", "s_er", "s_emo", "s_int", "judge", "bertscore_f1",
+                  *(c.metric for c in getattr(TASKS.get(task), "report_columns", ()))}
+        shown = {k: v for k, v in both.items() if isinstance(v, (int, float)) and v is not None and k in wanted}
         metrics = ", ".join(f"{k} {v:.3f}" for k, v in shown.items())
         failed = "".join(f" {k.replace('_', ' ')}={both[k]}" for k in ("truncated", "refused", "judge_failures")
                          if both.get(k))

@@ -1,9 +1,12 @@
-"""LLM-as-judge for ER and VP: rubric prompts (our own wording), any backend, raw judge output kept.
+"""LLM-as-judge: each task's rubric prompts (``Task.judge_checks``, our own wording), any backend, raw judge
+output kept.
 
 * ER: S_emo, how well the predicted emotion phrase matches the annotated one, 1-5 (intensity is scored
   separately by formula, so the judge ignores it).
 * VP: the paper's 1-5 Likert score for the whole predicted set against the gold set (``likert5``), or the
   reference scripts' scheme (``ref0to6``): pairings 0-2 plus viewpoint 0-4, summed by us, not the judge.
+* RSG: relation-aware support 1-5 for the generated turn and for the real therapist's turn, and (condition
+  target_strategy) whether each turn enacts the given strategy toward the given target, 0/1.
 
 A prediction that failed to parse is not sent to the judge: it gets the bottom of the scale. A judge answer
 that cannot be read (or was refused or cut short) leaves the score empty (``judge_status`` failed) with the
@@ -20,86 +23,40 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..tasks import Instance
-from ..tasks.base import answer_text, clean_text, find_json, unfinished_reasoning
+from ..tasks import TASKS, Instance
+from ..tasks.base import JudgeCheck, Rubric, answer_text, find_json, unfinished_reasoning
 from .backends import Backend, BackendError, Completion, Messages, as_completion
 
 SYSTEM = ("You grade the answers of a model that analyses couple and family therapy transcripts, against an "
           "expert annotator's reference. Judge meaning, not wording. Reply with JSON only.")
 
-ER_RUBRIC = (
-    "How well does the predicted emotion capture the speaker's emotion in the reference? Ignore intensity "
-    "(it is scored separately).\n"
-    "5 = the same emotion, with the same nuance\n"
-    "4 = the same core emotion; a nuance is missing or added\n"
-    "3 = partly the same: overlapping or closely related emotions\n"
-    "2 = a different emotion with only a faint link to the reference\n"
-    "1 = unrelated or opposite, or no emotion given\n"
-    'Reply as {"score": <1-5>, "reason": "<one sentence>"}.'
-)
 
-VP_LIKERT = (
-    "How well does the predicted set recover the reference viewpoints: whom each view is about, and what it "
-    "says? Accept paraphrases.\n"
-    "5 = every reference viewpoint is recovered with its target, and nothing contradicts them\n"
-    "4 = the main viewpoints are recovered; minor omissions or extra views\n"
-    "3 = partly recovered: a right target with a vaguer view, or only some of the viewpoints\n"
-    "2 = only weakly related to the reference\n"
-    "1 = wrong targets or views, or none given\n"
-    'Reply as {"score": <1-5>, "reason": "<one sentence>"}.'
-)
-
-VP_REF06 = (
-    "Grade two parts. Pairings (who holds a view about whom), 0-2: 0 = mostly wrong or missing, 1 = partly "
-    "recovered, 2 = all reference pairings essentially recovered. Viewpoint content, 0-4: 0 = wrong, 1 = weakly "
-    "related, 2 = close, 3 = essentially the same, 4 = almost exact. Accept paraphrases.\n"
-    'Reply as {"source_target_score": <0-2>, "viewpoint_score": <0-4>, "reason": "<one sentence>"}.'
-)
-
-SCALES = {("er", "likert5"): (1, 5), ("er", "ref0to6"): (1, 5), ("vp", "likert5"): (1, 5), ("vp", "ref0to6"): (0, 6)}
+def rubric(task: str, vp_scale: str) -> Rubric:
+    """The task's main rubric (the one behind ``judge_score``)."""
+    found = TASKS[task].judge_rubric(vp_scale)
+    if found is None:
+        raise ValueError(f"task {task} is not judged")
+    return found
 
 
-PREDICTION_CHARS = 2000  # a predicted field longer than this is cut in the judge prompt (cost bound)
-
-
-def _shown(value: Any) -> str:
-    text = clean_text(str(value))
-    return text if len(text) <= PREDICTION_CHARS else text[:PREDICTION_CHARS] + " [...]"
-
-
-def _viewpoints(items: Sequence[dict[str, Any]] | None) -> str:
-    lines = [f"- {_shown(v.get('source', '?'))} about {_shown(v.get('target', '?'))}: {_shown(v.get('viewpoint', ''))}"
-             + (f" (attitude: {v['attitude']})" if v.get("attitude") else "") for v in items or ()]
-    return "\n".join(lines) or "(none)"
-
-
-def _turn(inst: Instance | None) -> str:
-    if inst is None or inst.sample is None or inst.current is None:
-        return ""
-    row = inst.sample.row(inst.current)
-    return f"The speaker's turn: {row.speaker}: \"{row.dialogue}\"\n"
+def check_prompt(check: JudgeCheck) -> Messages:
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"{check.material}\n\n{check.rubric.text}"}]
 
 
 def prompt(record: dict[str, Any], inst: Instance | None, vp_scale: str) -> Messages:
-    if record["task"] == "er":
-        predicted = _shown((record["prediction"] or {}).get("emotion") or "(none)")
-        body = (f"{_turn(inst)}Reference emotion: {record['gold']['emotion']}\nPredicted emotion: {predicted}\n\n"
-                + ER_RUBRIC)
-    else:
-        body = (f"{_turn(inst)}Reference viewpoints:\n{_viewpoints(record['gold'])}\n"
-                f"Predicted viewpoints:\n{_viewpoints(record['prediction'])}\n\n"
-                + (VP_LIKERT if vp_scale == "likert5" else VP_REF06))
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": body}]
+    """The judge prompt of the record's main check."""
+    return check_prompt(TASKS[record["task"]].judge_checks(record, inst, vp_scale)[0])
+
+
+def rubric_schema(chosen: Rubric) -> dict[str, Any]:
+    fields: dict[str, Any] = {name: {"type": "integer", "minimum": low, "maximum": high}
+                              for name, low, high in chosen.fields}
+    fields["reason"] = {"type": "string"}
+    return {"type": "object", "properties": fields, "required": list(fields), "additionalProperties": False}
 
 
 def schema(task: str, vp_scale: str) -> dict[str, Any]:
-    if task == "vp" and vp_scale == "ref0to6":
-        fields = {"source_target_score": {"type": "integer", "minimum": 0, "maximum": 2},
-                  "viewpoint_score": {"type": "integer", "minimum": 0, "maximum": 4}}
-    else:
-        fields = {"score": {"type": "integer", "minimum": 1, "maximum": 5}}
-    fields["reason"] = {"type": "string"}
-    return {"type": "object", "properties": fields, "required": list(fields), "additionalProperties": False}
+    return rubric_schema(rubric(task, vp_scale))
 
 
 def _integer(value: Any, low: int, high: int) -> int | None:
@@ -112,35 +69,48 @@ def _integer(value: Any, low: int, high: int) -> int | None:
     return int(number) if number.is_integer() and low <= number <= high else None
 
 
-def parse(task: str, text: str, vp_scale: str) -> dict[str, Any]:
-    """The judge's score from its raw answer (reasoning and code fences removed): ``judge_score`` and, for
-    ref0to6, its two parts. Never raises."""
+def read_score(chosen: Rubric, text: str) -> dict[str, Any]:
+    """The judge's score from its raw answer under ``chosen`` (reasoning and code fences removed):
+    ``judge_score`` (the sum of the rubric's fields) and, for a rubric of several fields, each part.
+    Never raises."""
     payload = find_json(answer_text(text or ""))
     if not isinstance(payload, dict):
         return {"judge_score": None, "judge_status": "failed", "judge_error": "no JSON object in the judge answer"}
     reason = payload.get("reason") if isinstance(payload.get("reason"), str) else None
-    if task == "vp" and vp_scale == "ref0to6":
-        pairs = _integer(payload.get("source_target_score"), 0, 2)
-        view = _integer(payload.get("viewpoint_score"), 0, 4)
-        if pairs is None or view is None:
-            return {"judge_score": None, "judge_status": "failed",
-                    "judge_error": "source_target_score 0-2 and viewpoint_score 0-4 are required"}
-        return {"judge_score": pairs + view, "judge_status": "ok", "source_target_score": pairs,
-                "viewpoint_score": view, "judge_reason": reason}
-    score = _integer(payload.get("score"), 1, 5)
-    if score is None:
-        return {"judge_score": None, "judge_status": "failed", "judge_error": "score must be an integer 1-5"}
-    return {"judge_score": score, "judge_status": "ok", "judge_reason": reason}
+    parts = {name: _integer(payload.get(name), low, high) for name, low, high in chosen.fields}
+    if any(v is None for v in parts.values()):
+        wanted = " and ".join(f"{name} {low}-{high}" for name, low, high in chosen.fields)
+        return {"judge_score": None, "judge_status": "failed",
+                "judge_error": f"{wanted} {'is' if len(parts) == 1 else 'are'} required (integers)"}
+    extra = parts if len(parts) > 1 else {}
+    return {"judge_score": sum(parts.values()), "judge_status": "ok", **extra, "judge_reason": reason}
 
 
-def verdict(task: str, answer: Completion, vp_scale: str) -> dict[str, Any]:
+def parse(task: str, text: str, vp_scale: str) -> dict[str, Any]:
+    """The judge's score from its raw answer to the task's main rubric. Never raises."""
+    return read_score(rubric(task, vp_scale), text)
+
+
+def rubric_verdict(chosen: Rubric, answer: Completion) -> dict[str, Any]:
     """The parsed verdict of one judge answer; a refused or cut-short answer is a failed verdict."""
     if answer.refusal:
         return {"judge_score": None, "judge_status": "failed", "judge_error": f"refused: {answer.refusal}"}
-    parsed = parse(task, answer.text, vp_scale)
+    parsed = read_score(chosen, answer.text)
     if parsed["judge_status"] != "ok" and (answer.finish_reason == "length" or unfinished_reasoning(answer.text)):
         parsed["judge_error"] = "truncated"
     return parsed
+
+
+def verdict(task: str, answer: Completion, vp_scale: str) -> dict[str, Any]:
+    """The parsed verdict of one judge answer to the task's main rubric."""
+    return rubric_verdict(rubric(task, vp_scale), answer)
+
+
+def _prefixed(line: dict[str, Any], prefix: str) -> dict[str, Any]:
+    """Score keys of one check: ``judge_*`` for the main one, ``<prefix>*`` for the others."""
+    if prefix == "judge_":
+        return line
+    return {(prefix + k[len("judge_"):] if k.startswith("judge_") else prefix + k): v for k, v in line.items()}
 
 
 def prompt_key(model: str, messages: Messages) -> str:
@@ -180,37 +150,41 @@ class Judge:
         self.cache = cache or JudgeCache(None)
 
     def judge(self, records: Sequence[dict[str, Any]], instances: dict[str, Instance]) -> list[dict[str, Any]]:
-        """Score lines (id, judge_score, judge_status, judge_raw, judge_usage, ...) for ER/VP ``records``, in
-        order. Cached verdicts are reused; a stopping API error keeps the verdicts that finished."""
-        lines: list[dict[str, Any] | None] = [None] * len(records)
-        prompts: dict[int, Messages] = {}
+        """One score line per record, in order: ``id`` plus, for each of its task's judge checks, the score,
+        status, raw answer, usage, ... under the check's prefix (``judge_score``, ``human_judge_score``, ...).
+        Cached verdicts are reused; a stopping API error keeps the verdicts that finished."""
+        lines: list[dict[str, Any]] = [{"id": record["id"]} for record in records]
+        checks: dict[tuple[int, int], JudgeCheck] = {}
+        prompts: dict[tuple[int, int], Messages] = {}
         for i, record in enumerate(records):
-            low, high = SCALES[(record["task"], self.vp_scale)]
-            base = {"id": record["id"], "judge_model": self.model, "judge_scale": f"{low}-{high}"}
-            if record["parse_status"] != "ok":
-                lines[i] = {**base, "judge_score": low, "judge_status": "not judged: the prediction did not parse",
-                            "judge_raw": None}
-            else:
-                prompts[i] = prompt(record, instances.get(record["id"]), self.vp_scale)
-        keys = {i: prompt_key(self.model, p) for i, p in prompts.items()}
-        answers = {i: self.cache.get(k) for i, k in keys.items()}
-        cached = {i for i, a in answers.items() if a is not None}
-        asked = [i for i in prompts if i not in cached]
+            for k, check in enumerate(TASKS[record["task"]].judge_checks(record, instances.get(record["id"]),
+                                                                         self.vp_scale)):
+                base = {"judge_model": self.model, "judge_scale": f"{check.rubric.low}-{check.rubric.high}"}
+                if check.of_prediction and record["parse_status"] != "ok":
+                    lines[i].update(_prefixed({**base, "judge_score": check.rubric.low, "judge_raw": None,
+                                               "judge_status": "not judged: the prediction did not parse"},
+                                              check.prefix))
+                else:
+                    lines[i].update(_prefixed(base, check.prefix))
+                    checks[(i, k)], prompts[(i, k)] = check, check_prompt(check)
+        keys = {ik: prompt_key(self.model, p) for ik, p in prompts.items()}
+        answers = {ik: self.cache.get(key) for ik, key in keys.items()}
+        cached = {ik for ik, a in answers.items() if a is not None}
+        asked = [ik for ik in prompts if ik not in cached]
         if asked:
             try:
                 texts = self.backend.generate(
-                    [prompts[i] for i in asked], max_new_tokens=[self.max_new_tokens] * len(asked),
-                    constraints=[{"json": schema(records[i]["task"], self.vp_scale)} for i in asked])
+                    [prompts[ik] for ik in asked], max_new_tokens=[self.max_new_tokens] * len(asked),
+                    constraints=[{"json": rubric_schema(checks[ik].rubric)} for ik in asked])
             except BackendError as stop:
-                self.cache.put(self.model, [(keys[i], a) for i, a in zip(asked, stop.partial) if a is not None])
-                stop.where = f"judging {records[asked[stop.index]]['id']}" if stop.index is not None else "judge"
+                self.cache.put(self.model, [(keys[ik], a) for ik, a in zip(asked, stop.partial) if a is not None])
+                stop.where = f"judging {records[asked[stop.index][0]]['id']}" if stop.index is not None else "judge"
                 raise
-            answers.update((i, as_completion(t)) for i, t in zip(asked, texts))
-            self.cache.put(self.model, [(keys[i], answers[i]) for i in asked])
-        for i, answer in answers.items():
-            low, high = SCALES[(records[i]["task"], self.vp_scale)]
-            lines[i] = {"id": records[i]["id"], "judge_model": self.model, "judge_scale": f"{low}-{high}",
-                        **verdict(records[i]["task"], answer, self.vp_scale), "judge_raw": answer.text,
-                        "judge_finish_reason": answer.finish_reason, "judge_usage": answer.usage,
-                        "judge_cached": i in cached}
-        return lines  # type: ignore[return-value]
+            answers.update((ik, as_completion(t)) for ik, t in zip(asked, texts))
+            self.cache.put(self.model, [(keys[ik], answers[ik]) for ik in asked])
+        for (i, k), answer in answers.items():
+            check = checks[(i, k)]
+            lines[i].update(_prefixed({**rubric_verdict(check.rubric, answer), "judge_raw": answer.text,
+                                       "judge_finish_reason": answer.finish_reason, "judge_usage": answer.usage,
+                                       "judge_cached": (i, k) in cached}, check.prefix))
+        return lines

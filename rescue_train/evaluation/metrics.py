@@ -4,7 +4,11 @@ A prediction record is a dict with at least ``task``, ``scenario``, ``gold``, ``
 ``parse_status``; ``scores`` may carry judge and BERTScore values added by the evaluator. Predictions:
 
 * ITP, RPP, STP, SSP: a ranked list of candidate labels (possibly of length 1; empty on a parse failure);
-* ER: ``{"emotion": str, "intensity": int | None}``; VP: a list of ``{source, target, viewpoint}``.
+* ER: ``{"emotion": str, "intensity": int | None}``; VP: a list of ``{source, target, viewpoint}``;
+* RSG: the generated therapist turn (a string).
+
+Each task names its aggregation (``Task.metric``, a key of ``AGGREGATORS``) and its table columns
+(``Task.report_columns``), so a new task is scored without this module knowing its name.
 
 A failed parse is a wrong answer: it stays in every denominator, is counted in ``parse_failures`` and is
 never replaced by the gold. Averages are micro (over instances), reported for couple, family and both.
@@ -19,7 +23,8 @@ import numpy as np
 from sklearn.metrics import (accuracy_score, balanced_accuracy_score, f1_score,
                              precision_recall_fscore_support)
 
-from ..data import taxonomy
+from ..tasks import TASKS
+from ..tasks.base import WORD
 
 SCOPES = ("couple", "family", "both")
 RANK_DEPTH = 3  # the paper scores the top-3 list: MRR is 0 when the gold is not among them
@@ -39,11 +44,12 @@ def intensity_score(predicted: int | None, gold: int) -> int:
 
 def instance_scores(task: str, gold: Any, prediction: Any) -> dict[str, float]:
     """Scores that need no model: ranks and recalls for closed-set tasks, S_int for ER."""
-    if task in ("itp", "rpp", "stp", "ssp"):
+    metric = TASKS[task].metric
+    if metric in ("binary", "ranking"):
         rank = gold_rank(gold, prediction or ())
         return {"rank": rank, "correct": float(rank == 1), "mrr": 1.0 / rank if rank else 0.0,
                 **{f"recall@{k}": float(0 < rank <= k) for k in (1, 2, 3)}}
-    if task == "er":
+    if metric == "emotion":
         return {"intensity_score": float(intensity_score((prediction or {}).get("intensity"), gold["intensity"]))}
     return {}
 
@@ -116,8 +122,8 @@ def _generation(records: list[dict], task: str) -> dict[str, Any]:
             for s, bad in zip(scores, failed_answer)]
     out: dict[str, Any] = {"bertscore_f1": _mean(bert), "judged": sum(s.get("judge_status") == "ok" for s in scores),
                            "judge_failures": sum(failed_verdict)}
-    if task == "er":
-        intensity = [1.0 if answer or verdict else instance_scores("er", r["gold"], r["prediction"])["intensity_score"]
+    if TASKS[task].metric == "emotion":
+        intensity = [1.0 if answer or verdict else instance_scores(task, r["gold"], r["prediction"])["intensity_score"]
                      for r, answer, verdict in zip(records, failed_answer, failed_verdict)]
         out["s_int"] = _mean(intensity)
         out["s_emo"] = _mean(judge) if all(j is not None for j in judge) else None
@@ -128,13 +134,69 @@ def _generation(records: list[dict], task: str) -> dict[str, Any]:
     return out
 
 
+def distinct_n(texts: Sequence[str], n: int) -> float | None:
+    """Distinct-n across ``texts``: distinct word n-grams / all word n-grams (lower-cased words), None when
+    there is no n-gram at all. Low values expose generations that repeat themselves or each other."""
+    grams = []
+    for text in texts:
+        words = [w.lower() for w in WORD.findall(text or "")]
+        grams += [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
+    return len(set(grams)) / len(grams) if grams else None
+
+
+def _text_profile(texts: Sequence[str]) -> dict[str, float | None]:
+    return {"length_words": _mean(len(WORD.findall(t or "")) for t in texts),
+            "distinct_1": distinct_n(texts, 1), "distinct_2": distinct_n(texts, 2)}
+
+
+def _verdicts(scores: list[dict], prefix: str = "judge_") -> float | None:
+    """The mean judge score under ``prefix`` by the failure rule of ``_generation``: a failed verdict scores
+    the bottom of its scale; None when any instance has no verdict."""
+    values = []
+    for s in scores:
+        status = s.get(f"{prefix}status")
+        if not status:
+            return None
+        bottom = int(str(s.get(f"{prefix}scale", "1-5")).split("-")[0])
+        values.append(bottom if status == "failed" else s.get(f"{prefix}score"))
+    return _mean(values)
+
+
+def _support(records: list[dict], task: str, label_space=None) -> dict[str, Any]:
+    """Free-text support turns: BERTScore and the judge's 1-5 rubric against the real turn, the adherence
+    rate (condition target_strategy), length and distinct-1/2; ``human`` holds the same numbers for the
+    real therapists' turns (judged by the same rubric; BERTScore against themselves is 1). Failed answers
+    and unreadable verdicts score the bottom of the scale, as for ER and VP."""
+    scores = [r.get("scores") or {} for r in records]
+    failed_answer = [r.get("parse_status") != "ok" for r in records]
+    bert = _mean(0.0 if bad and s.get("bertscore_f1") is not None else s.get("bertscore_f1")
+                 for s, bad in zip(scores, failed_answer))
+    out: dict[str, Any] = {
+        "bertscore_f1": bert, "judge": _verdicts(scores),
+        "judged": sum(s.get("judge_status") == "ok" for s in scores),
+        "judge_failures": sum(s.get("judge_status") == "failed" for s in scores),
+        "adherence": _verdicts(scores, "adherence_"),
+        **_text_profile(["" if bad else r["prediction"] for r, bad in zip(records, failed_answer)]),
+    }
+    out["human"] = {"bertscore_f1": None if bert is None else 1.0, "judge": _verdicts(scores, "human_judge_"),
+                    "adherence": _verdicts(scores, "human_adherence_"),
+                    **_text_profile([r["gold"] for r in records])}
+    return out
+
+
+AGGREGATORS = {
+    "binary": lambda records, task, label_space: _binary(records),
+    "ranking": _ranking,
+    "emotion": lambda records, task, label_space: _generation(records, task),
+    "generation": lambda records, task, label_space: _generation(records, task),
+    "support": _support,
+}
+
+
 def task_labels(task: str) -> dict[str, tuple[str, ...]] | None:
-    """scenario -> the task's labels in taxonomy order, for tasks with a fixed label set (ITP, RPP, SSP);
-    None for STP, whose candidates are each sample's people."""
-    if task == "itp":
-        return {sc: ("yes", "no") for sc in taxonomy.SCENARIOS}
-    kind = {"rpp": "relation", "ssp": "strategy"}.get(task)
-    return {sc: taxonomy.label_names(kind, sc) for sc in taxonomy.SCENARIOS} if kind else None
+    """scenario -> the task's labels in a fixed order, for tasks with a fixed label set (ITP, RPP, SSP);
+    None for tasks whose candidates differ per instance (STP: each sample's people) or that have none."""
+    return TASKS[task].label_space()
 
 
 def aggregate(task: str, records: Sequence[dict], label_spaces: dict[str, Sequence[str]] | None = None
@@ -152,12 +214,7 @@ def aggregate(task: str, records: Sequence[dict], label_spaces: dict[str, Sequen
             space = list(dict.fromkeys(lbl for sc in SCOPES[:2] for lbl in label_spaces.get(sc, ())))
         else:
             space = list(label_spaces.get(scope, ()))
-        if task == "itp":
-            metrics = _binary(chosen)
-        elif task in ("rpp", "stp", "ssp"):
-            metrics = _ranking(chosen, task, space)
-        else:
-            metrics = _generation(chosen, task)
+        metrics = AGGREGATORS[TASKS[task].metric](chosen, task, space)
         metrics["n"] = len(chosen)
         metrics["parse_failures"] = sum(r.get("parse_status") != "ok" for r in chosen)
         metrics["truncated"] = sum(r.get("parse_error") == "truncated" for r in chosen)
@@ -166,22 +223,17 @@ def aggregate(task: str, records: Sequence[dict], label_spaces: dict[str, Sequen
     return out
 
 
-# The paper's Table 5 columns, from our aggregates: (task, metric, scale to the paper's unit).
-TABLE5_SOURCES = {
-    "itp_precision": ("itp", "precision", 100), "itp_recall": ("itp", "recall", 100), "itp_f1": ("itp", "f1", 100),
-    "rpp_accuracy": ("rpp", "accuracy", 100),
-    "stp_recall": ("stp", "recall@1", 100), "stp_mrr": ("stp", "mrr", 100),
-    "ssp_recall": ("ssp", "recall@1", 100), "ssp_mrr": ("ssp", "mrr", 100),
-    "er_llm": ("er", "judge", 1), "er_bert": ("er", "bertscore_f1", 1),
-    "vp_llm": ("vp", "judge", 1), "vp_bert": ("vp", "bertscore_f1", 1),
-}
-
-
-def table5_row(aggregates: dict[str, dict[str, dict[str, Any]]], scope: str = "both") -> dict[str, float | None]:
-    """One Table 5 row (paper units: percentages, 1-5 judge scores, BERTScore F1) from
-    ``{task: aggregate(task, ...)}``; columns whose task or value is missing are None."""
+def table5_row(aggregates: dict[str, dict[str, dict[str, Any]]], scope: str = "both",
+               source: str | None = None) -> dict[str, float | None]:
+    """One row of every task's report columns (the paper's Table 5 ones in its units: percentages, 1-5
+    judge scores, BERTScore F1) from ``{task: aggregate(task, ...)}``; columns whose task or value is
+    missing are None. ``source`` reads a sub-dict of each aggregate instead (``human``: the real turns)."""
     row: dict[str, float | None] = {}
-    for column, (task, metric, scale) in TABLE5_SOURCES.items():
-        value = aggregates.get(task, {}).get(scope, {}).get(metric)
-        row[column] = None if value is None else value * scale
+    for task in TASKS.values():
+        scoped = aggregates.get(task.name, {}).get(scope, {})
+        if source is not None:
+            scoped = scoped.get(source) or {}
+        for column in task.report_columns:
+            value = scoped.get(column.metric)
+            row[column.key] = None if value is None else value * column.scale
     return row

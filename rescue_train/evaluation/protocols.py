@@ -5,8 +5,8 @@
 * ``paper``: the authors' zero-shot structure: one user message (no system turn) asking for JSON answers,
   top-3 lists for RPP/STP/SSP, with nothing that reveals the gold (the reference ITP prompt did).
 * ``rank``: for the closed-set tasks, every candidate's answer text (in ``data.answer_format``) is scored by
-  its log-likelihood after the sft prompt: a full ranking, no parse failures, no generated tokens. ER and
-  VP, which have no candidates, are generated with the sft prompts.
+  its log-likelihood after the sft prompt: a full ranking, no parse failures, no generated tokens. The
+  generation tasks (ER, VP, RSG), which have no candidates, are generated with the sft prompts.
 """
 
 from __future__ import annotations
@@ -19,11 +19,6 @@ from ..tasks import TASKS, Instance, Parsed, render
 from ..tasks.base import answer_text, unfinished_reasoning
 from .backends import Backend, BackendError, Completion, Messages, as_completion
 from .metrics import instance_scores
-
-# Default generation budgets (tokens) per task kind and answer format.
-MAX_NEW_TOKENS = {("closed", "label"): 16, ("closed", "json"): 64, ("er", "label"): 96, ("er", "json"): 96,
-                  ("vp", "label"): 256, ("vp", "json"): 256}
-
 
 def answer_format(protocol: str, trained: str = "label") -> str:
     """The paper protocol asks for JSON; sft and rank use the data configuration's answer format."""
@@ -51,31 +46,13 @@ def max_new_tokens(inst: Instance, protocol: str, override: int | dict[str, int]
         override = override.get(inst.task)
     if override:
         return override
-    kind = "closed" if TASKS[inst.task].closed_set else inst.task
-    return MAX_NEW_TOKENS[(kind, answer_format(protocol, fmt))]
+    return TASKS[inst.task].max_new_tokens[answer_format(protocol, fmt)]
 
 
-def constraint(inst: Instance, protocol: str, fmt: str = "label") -> dict[str, Any]:
-    """Structured-output constraint for the answer: the candidate labels, or the answer's JSON schema."""
-    task, fmt = TASKS[inst.task], answer_format(protocol, fmt)
-    if task.closed_set:
-        if fmt == "label":
-            return {"choice": list(inst.candidates)}
-        label = {"type": "string", "enum": list(inst.candidates)}
-        value = label if task.json_top == 1 else {"type": "array", "items": label, "minItems": 1,
-                                                  "maxItems": task.json_top}
-        return {"json": _object({task.json_key: value})}
-    keys = list(task.answer_payload(inst.gold, fmt))
-    if inst.task == "er":
-        return {"json": _object({keys[0]: {"type": "string"},
-                                 keys[1]: {"type": "integer", "minimum": 0, "maximum": 10}})}
-    item = _object({"source": {"type": "string"}, "target": {"type": "string"}, "viewpoint": {"type": "string"}})
-    return {"json": _object({keys[0]: {"type": "array", "items": item, "minItems": 1}})}
-
-
-def _object(properties: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "object", "properties": properties, "required": list(properties),
-            "additionalProperties": False}
+def constraint(inst: Instance, protocol: str, fmt: str = "label") -> dict[str, Any] | None:
+    """Structured-output constraint for the answer: the candidate labels, the answer's JSON schema, or
+    None for free text."""
+    return TASKS[inst.task].answer_schema(inst, answer_format(protocol, fmt))
 
 
 def base_record(inst: Instance, protocol: str, prompt: Messages) -> dict[str, Any]:

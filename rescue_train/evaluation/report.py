@@ -2,8 +2,12 @@
 
 * Table 5 layout (both scenarios pooled) and Table 11 layout (couple / family / both), with the paper's
   ten LLM rows beside ours;
+* tasks beyond the paper (RSG, or any registered task) in their own columns (``Task.report_columns``),
+  per scenario, each model followed by the human reference where the task scores one (RSG: the real
+  therapists' turns under the same judge);
 * parse failures and judged counts per task;
-* plots (``--out``): per-class recall for RPP and SSP, confusion matrices for ITP, RPP and SSP, per scenario.
+* plots (``--out``): per-class recall and confusion matrices per scenario for the tasks with a fixed label
+  set (ITP, RPP, SSP).
 
 RESULTS are results.json files or run folders holding one.
 """
@@ -17,11 +21,13 @@ from typing import Any, Sequence
 
 from .. import paper
 from ..data import taxonomy
-from .metrics import NO_ANSWER, task_labels, top1
+from ..tasks import TASKS, ReportColumn
+from .metrics import NO_ANSWER, table5_row, task_labels, top1
 
-HEADERS = {"itp_precision": "ITP P", "itp_recall": "ITP R", "itp_f1": "ITP F1", "rpp_accuracy": "RPP Acc",
-           "stp_recall": "STP Rec", "stp_mrr": "STP MRR", "ssp_recall": "SSP Rec", "ssp_mrr": "SSP MRR",
-           "er_llm": "ER LLM", "er_bert": "ER BERT", "vp_llm": "VP LLM", "vp_bert": "VP BERT"}
+
+def report_columns() -> dict[str, ReportColumn]:
+    """Every registered task's report columns by key."""
+    return {c.key: c for task in TASKS.values() for c in task.report_columns}
 
 
 def load_results(path: str | Path) -> dict[str, Any]:
@@ -46,12 +52,12 @@ def name_of(results: dict[str, Any]) -> str:
 def cell(column: str, value: float | None) -> str:
     if value is None:
         return "–"
-    return f"{value:.4f}" if column.endswith("_bert") else f"{value:.2f}"
+    return f"{value:.{report_columns()[column].digits}f}"
 
 
-def _table(rows: Sequence[tuple[str, dict[str, float | None]]]) -> str:
-    columns = paper.TABLE5_COLUMNS
-    lines = ["| Model | " + " | ".join(HEADERS[c] for c in columns) + " |",
+def _table(rows: Sequence[tuple[str, dict[str, float | None]]], columns: Sequence[str] = paper.TABLE5_COLUMNS) -> str:
+    known = report_columns()
+    lines = ["| Model | " + " | ".join(known[c].header for c in columns) + " |",
              "|---|" + "---:|" * len(columns)]
     lines += ["| " + name + " | " + " | ".join(cell(c, values.get(c)) for c in columns) + " |" for name, values in rows]
     return "\n".join(lines)
@@ -72,6 +78,30 @@ def table11(results: Sequence[dict[str, Any]], with_paper: bool = True) -> str:
     return "\n\n".join(parts)
 
 
+def further_tasks(results: Sequence[dict[str, Any]]) -> str:
+    """Tables of the evaluated tasks beyond the paper's six, per scope; each model row is followed by the
+    human reference row when the task scores the gold answers too."""
+    tasks = [t for t in TASKS.values() if t.name not in paper.TASKS and t.report_columns
+             and any(t.name in r["aggregates"] for r in results)]
+    parts = []
+    for task in tasks:
+        columns = [c.key for c in task.report_columns]
+        if task.report_note:
+            parts.append(task.report_note)
+        for scope in ("couple", "family", "both"):
+            rows = []
+            for r in results:
+                if scope not in r["aggregates"].get(task.name, {}):
+                    continue
+                rows.append((name_of(r), table5_row(r["aggregates"], scope)))
+                human = table5_row(r["aggregates"], scope, source="human")
+                if any(human.get(c) is not None for c in columns):
+                    rows.append((f"real therapists (same judge as {name_of(r)})", human))
+            if rows:
+                parts.append(f"#### {task.name.upper()}, {scope}\n\n{_table(rows, columns)}")
+    return "\n\n".join(parts)
+
+
 def failures(results: Sequence[dict[str, Any]]) -> str:
     lines = ["| Model | Task | n | Parse failures | of which truncated | refused | Judged | Judge failures |",
              "|---|---|---:|---:|---:|---:|---:|---:|"]
@@ -87,9 +117,11 @@ def failures(results: Sequence[dict[str, Any]]) -> str:
 def render(results: Sequence[dict[str, Any]], with_paper: bool = True) -> str:
     notes = ("ITP/RPP/STP/SSP in percent; ER LLM = S_ER = (S_emo + S_int)/2 and VP LLM = judge score, both 1-5; "
              "BERT = BERTScore F1. Our rows are micro averages; '–' = not computed (e.g. no judge).")
+    further = further_tasks(results)
     return "\n\n".join([
         "# RESCUE-Bench results", "## Table 5 layout (couple and family pooled)", notes, table5(results, with_paper),
         "## Table 11 layout (per scenario)", table11(results, with_paper),
+        *(["## Tasks beyond the paper", further] if further else []),
         "## Parse failures (counted as wrong answers)", failures(results)]) + "\n"
 
 
@@ -107,7 +139,8 @@ def plot(results: dict[str, Any], out: Path) -> list[Path]:
 
     written = []
     stem = _slug(name_of(results))
-    for task in ("itp", "rpp", "ssp"):
+    fixed = [t for t in results["aggregates"] if t in TASKS and task_labels(t) is not None]
+    for task in fixed:
         for scenario in taxonomy.SCENARIOS:
             records = [r for r in results["records"] if r["task"] == task and r["scenario"] == scenario]
             if not records:

@@ -27,7 +27,7 @@ from ..data import load_benchmark
 from ..data.splits import SplitManifest, assign_units, check_leakage, make_manifest
 from ..provenance import config_hash, git_commit, versions, write_json_atomic
 from ..settings import flatten
-from ..tasks import Instance, build
+from ..tasks import TASKS, Instance, build
 from .backends import BackendError
 from .config import (RUNTIME_KEYS, ApiOptions, EvalConfig, ModelSpec, budget_override, judge_budget, make_backend,
                      resolve_model, to_dict)
@@ -249,8 +249,18 @@ class LazyBackend:
             self.backend.close()
 
 
-def run_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalData, backend: LazyBackend,
-                scorers: list) -> dict:
+@dataclass
+class Predicted:
+    """One variant's finished predictions, waiting for the judge and BERTScore."""
+
+    identity: dict
+    folder: RunFolder
+    records: dict[str, dict]  # by instance id
+    backend_info: dict
+
+
+def predict_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalData,
+                    backend: LazyBackend) -> Predicted:
     identity = prediction_identity(cfg, spec, variant, data)
     folder = RunFolder(variant.output, config_hash(identity), config_hash(scoring_identity(cfg)), cfg.overwrite,
                        identity)
@@ -271,12 +281,18 @@ def run_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalDa
             append_jsonl(folder.predictions, records)
             done.update((r["id"], r) for r in records)
             bar.update(len(part))
+    return Predicted(identity, folder, done, backend.describe(folder.path))
+
+
+def score_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalData, predicted: Predicted,
+                  scorers: list) -> dict:
+    folder = predicted.folder
     instances = {inst.id: inst for task in cfg.tasks for inst in data.instances[task]}
-    records = [done[i] for i in instances]
+    records = [predicted.records[i] for i in instances]
     scores = folder.done_scores()
     for scorer in scorers:
         scorer.folder = folder.path
-        todo_records = [r for r in records if r["task"] in ("er", "vp") and scorer.key not in scores.get(r["id"], {})]
+        todo_records = [r for r in records if scorer.applies(r["task"]) and scorer.key not in scores.get(r["id"], {})]
         with _progress(len(todo_records), f"{variant.name}: {scorer.name}", cfg.progress) as bar:
             for part in _chunks(todo_records, scorer.chunk):
                 lines = scorer.score(part, instances, records)
@@ -286,11 +302,15 @@ def run_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalDa
                 bar.update(len(part))
     for record in records:
         record["scores"] = {**record.get("scores", {}), **scores.get(record["id"], {})}
-    return write_results(cfg, spec, variant, data, backend.describe(folder.path), identity, folder, records)
+    return write_results(cfg, spec, variant, data, predicted.backend_info, predicted.identity, folder, records)
 
 
 class BertScoreStage:
     name, key, chunk, folder = "bertscore", "bertscore_f1", 256, None
+
+    @staticmethod
+    def applies(task: str) -> bool:
+        return TASKS[task].bertscore
 
     def __init__(self, cfg: EvalConfig):
         self.cfg = cfg.bertscore
@@ -300,7 +320,7 @@ class BertScoreStage:
         from .bertscore import BertScore, texts
 
         if self.metric is None:  # loaded on first use; idf weights come from all references of the run
-            refs = [texts(r["task"], r["gold"], r["prediction"])[1] for r in records if r["task"] in ("er", "vp")]
+            refs = [texts(r["task"], r["gold"], r["prediction"])[1] for r in records if self.applies(r["task"])]
             self.metric = BertScore(self.cfg.model, self.cfg.num_layers, self.cfg.idf, self.cfg.rescale,
                                     self.cfg.batch_size, self.cfg.device, idf_sentences=refs)
         # A failed answer scores 0 whatever part of it parsed (the one failure rule, metrics.py).
@@ -309,9 +329,16 @@ class BertScoreStage:
         return [{"id": r["id"], "bertscore_f1": v, "bertscore_model": self.metric.settings["model"]}
                 for r, v in zip(part, values)]
 
+    def close(self) -> None:
+        self.metric = None
+
 
 class JudgeStage:
     name, key, folder = "judge", "judge_status", None
+
+    @staticmethod
+    def applies(task: str) -> bool:
+        return TASKS[task].judged
 
     def __init__(self, cfg: EvalConfig, backend=None):
         from .judge import Judge
@@ -332,6 +359,10 @@ class JudgeStage:
         if self.judge.cache.path != cache:  # one cache file per run folder
             self.judge.cache = JudgeCache(cache)
         return self.judge.judge(part, instances)
+
+    def close(self) -> None:
+        if self.judge is not None and self._backend is None:  # a judge backend given to run() stays open
+            self.judge.backend.close()
 
 
 def make_judge_backend(judge) -> Any:
@@ -374,6 +405,8 @@ def write_results(cfg, spec, variant, data, backend_info, identity, folder, reco
         "usage": usage_totals(records),
         "aggregates": aggregates,
         "table5": {scope: table5_row(aggregates, scope) for scope in ("couple", "family", "both")},
+        # The same columns for the gold answers themselves, where a task scores them (RSG's real turns).
+        "human_reference": {scope: table5_row(aggregates, scope, source="human") for scope in ("couple", "family", "both")},
         "records": records,
     }
     write_json_atomic(folder.path / "results.json", results)
@@ -390,7 +423,12 @@ def run(cfg: EvalConfig, *, backend=None, judge_backend=None) -> list[dict]:
     data = load_instances(cfg)
     lazy = LazyBackend(cfg, spec, backend)
     try:
-        scorers = make_scorers(cfg, judge_backend)
-        return [run_variant(cfg, spec, v, data, lazy, scorers) for v in variants(cfg, spec)]
+        predicted = [(v, predict_variant(cfg, spec, v, data, lazy)) for v in variants(cfg, spec)]
     finally:
-        lazy.close()
+        lazy.close()  # every prediction is made: free the device before a local judge model or engine starts
+    scorers = make_scorers(cfg, judge_backend)
+    try:
+        return [score_variant(cfg, spec, v, data, p, scorers) for v, p in predicted]
+    finally:
+        for scorer in scorers:
+            scorer.close()

@@ -10,13 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ..tasks import Instance
+from ..tasks import TASKS, Instance
 from .config import EvalConfig, budget_override, judge_budget
 from .protocols import is_ranked, max_new_tokens, messages
 
 CHARS_PER_TOKEN = 4
 USAGE_KEYS = ("prompt_tokens", "completion_tokens", "reasoning_tokens")
-JUDGED_TASKS = ("er", "vp")
 
 
 def _tokens(prompt: Sequence[dict[str, str]]) -> int:
@@ -26,8 +25,8 @@ def _tokens(prompt: Sequence[dict[str, str]]) -> int:
 def estimate(cfg: EvalConfig, todo: Sequence[Instance], instances: Iterable[Instance], predictions: dict[str, dict],
              judged: set[str], cache_path: Path | None) -> dict[str, dict[str, int]]:
     """Calls and tokens still to be paid: the model's (backend=openai) for ``todo``, and the judge's for the
-    ER/VP instances not yet ``judged`` (an unpredicted answer is estimated as long as its gold)."""
-    from .judge import JudgeCache, prompt, prompt_key
+    judged tasks' instances not yet ``judged`` (an unpredicted answer is estimated as long as its gold)."""
+    from .judge import JudgeCache, check_prompt, prompt_key
 
     out: dict[str, dict[str, int]] = {}
     if cfg.backend == "openai":
@@ -40,18 +39,19 @@ def estimate(cfg: EvalConfig, todo: Sequence[Instance], instances: Iterable[Inst
         cache = JudgeCache(cache_path if cfg.judge.cache else None)
         calls = cached = tokens = 0
         for inst in instances:
-            if inst.task not in JUDGED_TASKS or inst.id in judged:
+            if not TASKS[inst.task].judged or inst.id in judged:
                 continue
-            record = predictions.get(inst.id) or {"task": inst.task, "gold": inst.gold, "prediction": inst.gold,
-                                                  "parse_status": "ok"}
-            if record["parse_status"] != "ok":
-                continue  # not sent to the judge
-            judge_prompt = prompt(record, inst, cfg.judge.vp_scale)
-            if cache.get(prompt_key(cfg.judge.model, judge_prompt)) is not None:
-                cached += 1
-                continue
-            calls += 1
-            tokens += _tokens(judge_prompt)
+            record = predictions.get(inst.id) or {"id": inst.id, "task": inst.task, "gold": inst.gold,
+                                                  "prediction": inst.gold, "parse_status": "ok"}
+            for check in TASKS[inst.task].judge_checks(record, inst, cfg.judge.vp_scale):
+                if check.of_prediction and record["parse_status"] != "ok":
+                    continue  # not sent to the judge
+                judge_prompt = check_prompt(check)
+                if cache.get(prompt_key(cfg.judge.model, judge_prompt)) is not None:
+                    cached += 1
+                    continue
+                calls += 1
+                tokens += _tokens(judge_prompt)
         out["judge"] = {"calls": calls, "cached": cached, "prompt_tokens": tokens,
                         "max_completion_tokens": calls * judge_budget(cfg.judge)}
     return out

@@ -1,22 +1,25 @@
-"""The six RESCUE-Bench tasks. A new task is one module plus one line in ``TASKS``."""
+"""The RESCUE-Bench tasks: the paper's six and RSG (the therapist's next turn). A new task is one module
+plus one line in ``TASKS``: building, prompting, parsing and scoring all dispatch on the ``Task`` object."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
 from ..data.schema import Sample
-from .base import ANSWER_FORMATS, MODES, BuildOptions, BuildResult, Instance, Parsed, Task
+from .base import (ANSWER_FORMATS, METRICS, MODES, BuildOptions, BuildResult, Instance, JudgeCheck, Parsed, ReportColumn,
+                   Rubric, Task)
 from .context import build_messages
 from .er import EmotionRecognition
 from .itp import InterventionTiming
 from .rpp import RelationPattern
+from .rsg import SupportGeneration
 from .ssp import SupportStrategy
 from .stp import SupportTarget
 from .vp import ViewpointPrediction
 
 TASKS: dict[str, Task] = {t.name: t for t in (
     InterventionTiming(), RelationPattern(), SupportTarget(), SupportStrategy(), EmotionRecognition(),
-    ViewpointPrediction(),
+    ViewpointPrediction(), SupportGeneration(),
 )}
 CLOSED_SET_TASKS = tuple(name for name, t in TASKS.items() if t.closed_set)
 
@@ -43,5 +46,5 @@ def render(inst: Instance, mode: str = "dialogue", fmt: str = "label") -> list[d
     return build_messages(inst, TASKS[inst.task].instruction(inst, fmt), mode)
 
 
-__all__ = ["ANSWER_FORMATS", "CLOSED_SET_TASKS", "MODES", "TASKS", "BuildOptions", "BuildResult",
-           "Instance", "Parsed", "Task", "build", "get_task", "render"]
+__all__ = ["ANSWER_FORMATS", "CLOSED_SET_TASKS", "METRICS", "MODES", "TASKS", "BuildOptions", "BuildResult",
+           "Instance", "JudgeCheck", "Parsed", "ReportColumn", "Rubric", "Task", "build", "get_task", "render"]

@@ -4,6 +4,13 @@ A task module owns everything task-specific: which rows become instances (``buil
 candidates it asks (``instruction``), the gold answer text (``answer``) and how a model's text is read back
 (``parse``). The converter, the trainers and the evaluator all go through these, so a fine-tuned model is
 evaluated on exactly the prompts it learnt from.
+
+It owns its scoring too, so that no other module needs to know a task by name: how its records are
+aggregated (``metric``, one of ``METRICS``), its fixed label set (``label_space``), the structured-output
+schema of its answers (``answer_schema``), its generation budget (``max_new_tokens``), the texts BERTScore
+compares (``bertscore_texts``), what an LLM judge is asked (``judge_checks``), its report columns
+(``report_columns``), the class it balances under in training (``class_key``) and the label ``stats``
+counts (``stats_label``).
 """
 
 from __future__ import annotations
@@ -15,10 +22,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable, NamedTuple, Sequence
 
+from ..data import taxonomy
 from ..data.schema import Sample
 
 ANSWER_FORMATS = ("label", "json")
 MODES = ("dialogue", "audio", "visual", "audiovisual")
+# How a task's records are aggregated (rescue_train.evaluation.metrics.AGGREGATORS): yes/no precision and
+# recall, top-3 rankings, emotion phrase plus intensity, judged free text, and free-text support turns.
+METRICS = ("binary", "ranking", "emotion", "generation", "support")
+RSG_CONDITIONS = ("none", "target", "target_strategy")
 
 
 class Instance(NamedTuple):
@@ -80,12 +92,19 @@ class BuildOptions:
     er_min_words: int = 5
     er_discard_fraction: float = 0.3
     itp_cap_per_class: int = 0
+    rsg_min_words: int = 5
+    rsg_condition: str = "none"
+    rsg_per_sample: int = 0
 
     def __post_init__(self):
         if self.context is not None and self.context < -1:
             raise ValueError(f"context must be -1 (all prior rows), 0 (none) or a positive count, got {self.context}")
         if self.stp_targets not in ("collapse", "set"):
             raise ValueError(f"stp_targets must be 'collapse' or 'set', got {self.stp_targets!r}")
+        if self.rsg_condition not in RSG_CONDITIONS:
+            raise ValueError(f"rsg_condition must be one of {', '.join(RSG_CONDITIONS)}, got {self.rsg_condition!r}")
+        if self.rsg_min_words < 0 or self.rsg_per_sample < 0:
+            raise ValueError("rsg_min_words and rsg_per_sample must be >= 0 (rsg_per_sample 0 keeps every turn)")
 
 
 @dataclass
@@ -110,12 +129,58 @@ class Parsed:
         return self.status == "ok"
 
 
+@dataclass(frozen=True)
+class ReportColumn:
+    """One column of the results tables: ``metric`` of the task's aggregate, times ``scale``."""
+
+    key: str
+    metric: str
+    header: str
+    scale: float = 1.0
+    digits: int = 2
+
+
+@dataclass(frozen=True)
+class Rubric:
+    """What an LLM judge is told to grade, and the integer fields of its JSON reply; the judge score is the
+    sum of the fields (one ``score`` field for a plain 1-5 scale)."""
+
+    text: str
+    fields: tuple[tuple[str, int, int], ...] = (("score", 1, 5),)
+
+    @property
+    def low(self) -> int:
+        return sum(low for _, low, _ in self.fields)
+
+    @property
+    def high(self) -> int:
+        return sum(high for _, _, high in self.fields)
+
+
+class JudgeCheck(NamedTuple):
+    """One judge question about one record: its scores are written under ``prefix`` (``judge_score``,
+    ``judge_status``, ...); ``of_prediction`` False grades the gold itself (the human reference)."""
+
+    prefix: str
+    rubric: Rubric
+    material: str
+    of_prediction: bool = True
+
+
 class Task:
-    """Base class of the six tasks; subclasses set the class attributes and implement the methods."""
+    """Base class of the tasks; subclasses set the class attributes and implement the methods."""
 
     name: str = ""
     default_context: int = 3
     closed_set: bool = True
+    metric: str = "ranking"
+    # Default generation budget (tokens) per answer format.
+    max_new_tokens: dict[str, int] = {"label": 16, "json": 64}
+    report_columns: tuple[ReportColumn, ...] = ()
+    report_note: str = ""  # what the columns mean, printed above a task's own tables
+    # Compared with BERTScore (``bertscore_texts``) and asked of a judge (``judge_checks``).
+    bertscore: bool = False
+    judged: bool = False
 
     def build(self, samples: Sequence[Sample], units: dict[str, str], options: BuildOptions) -> BuildResult:
         raise NotImplementedError
@@ -134,6 +199,35 @@ class Task:
     def context_size(self, options: BuildOptions) -> int:
         return self.default_context if options.context is None else options.context
 
+    def label_space(self) -> dict[str, tuple[str, ...]] | None:
+        """scenario -> the task's labels in a fixed order; None when candidates differ per instance."""
+        return None
+
+    def answer_schema(self, inst: Instance, fmt: str) -> dict[str, Any] | None:
+        """Structured-output constraint for the answer (``{"choice": [...]}`` or ``{"json": schema}``);
+        None for free text."""
+        return None
+
+    def bertscore_texts(self, gold: Any, prediction: Any) -> tuple[str, str]:
+        """(candidate, reference) strings BERTScore compares for one record."""
+        raise ValueError(f"task {self.name} is not scored with BERTScore")
+
+    def judge_rubric(self, vp_scale: str) -> Rubric | None:
+        """The main rubric, behind ``judge_score`` (None: the task is not judged)."""
+        return None
+
+    def judge_checks(self, record: dict[str, Any], inst: Instance | None, vp_scale: str) -> list[JudgeCheck]:
+        """The judge questions about one prediction record, the main rubric's first (none when not judged)."""
+        return []
+
+    def class_key(self, gold: Any) -> str | None:
+        """The class an instance counts under for class balancing in training; None: no classes."""
+        return str(gold) if self.closed_set else None
+
+    def stats_label(self, inst: Instance) -> str | None:
+        """The label ``rescue-train stats`` counts for ``inst``; None counts nothing."""
+        return inst.gold if self.closed_set else None
+
 
 def evenly_spaced(items: Sequence[Any], limit: int, *, single: str) -> list[Any]:
     """Keep at most ``limit`` items at evenly spaced positions, in their original order.
@@ -150,6 +244,28 @@ def evenly_spaced(items: Sequence[Any], limit: int, *, single: str) -> list[Any]
         return [items[n // 2] if single == "middle" else items[0]]
     picked = [round(i * (n - 1) / (limit - 1)) for i in range(limit)]
     return [items[p] for p in picked]
+
+
+WORD = re.compile(r"[A-Za-z0-9']+")
+
+
+PREDICTION_CHARS = 2000  # a predicted field longer than this is cut in a judge prompt (cost bound)
+
+
+def shown(value: Any) -> str:
+    """A predicted value as a judge prompt shows it: encodable, and cut at ``PREDICTION_CHARS``."""
+    text = clean_text(str(value))
+    return text if len(text) <= PREDICTION_CHARS else text[:PREDICTION_CHARS] + " [...]"
+
+
+def text_field(item: Any, key: str) -> str:
+    """A string field of a parsed answer ('' for anything else), safe for a tokenizer."""
+    value = item.get(key) if isinstance(item, dict) else None
+    return clean_text(value).strip() if isinstance(value, str) else ""
+
+
+def word_count(text: str) -> int:
+    return len(WORD.findall(text))
 
 
 def window(current: int, k: int) -> range:
@@ -279,6 +395,21 @@ class ClosedSetTask(Task):
     json_key: str = ""
     json_top: int = 3
     question: str = ""
+    # The fixed label set: a taxonomy kind ("relation", "strategy"), or None for per-sample candidates.
+    taxonomy_kind: str | None = None
+
+    def label_space(self) -> dict[str, tuple[str, ...]] | None:
+        if self.taxonomy_kind is None:
+            return None
+        return {sc: taxonomy.label_names(self.taxonomy_kind, sc) for sc in taxonomy.SCENARIOS}
+
+    def answer_schema(self, inst: Instance, fmt: str) -> dict[str, Any]:
+        if fmt == "label":
+            return {"choice": list(inst.candidates)}
+        label = {"type": "string", "enum": list(inst.candidates)}
+        value = label if self.json_top == 1 else {"type": "array", "items": label, "minItems": 1,
+                                                  "maxItems": self.json_top}
+        return {"json": json_object({self.json_key: value})}
 
     def options_text(self, inst: Instance) -> str:
         return "Candidates: " + ", ".join(inst.candidates)
@@ -316,3 +447,9 @@ class ClosedSetTask(Task):
         if not ranking:
             return Parsed("failed", (), f"no candidate label found in {text[:80]!r}")
         return Parsed("ok", tuple(ranking))
+
+
+def json_object(properties: dict[str, Any]) -> dict[str, Any]:
+    """A JSON schema for an object with exactly ``properties``, all required."""
+    return {"type": "object", "properties": properties, "required": list(properties),
+            "additionalProperties": False}

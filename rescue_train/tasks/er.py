@@ -10,19 +10,24 @@ give all prior rows.
 from __future__ import annotations
 
 import math
-import re
 from typing import Any, Sequence
 
 from ..data.schema import Sample
-from .base import BuildOptions, BuildResult, Instance, Parsed, count, find_json
-from .generation import GenerationTask, first_value
+from .base import (BuildOptions, BuildResult, Instance, JudgeCheck, Parsed, ReportColumn, Rubric, count, find_json,
+                   json_object, shown, text_field, word_count)
+from .generation import GenerationTask, first_value, speaker_turn
 
-_WORD = re.compile(r"[A-Za-z0-9']+")
-
-
-def word_count(text: str) -> int:
-    return len(_WORD.findall(text))
-
+# S_emo, the judge's part of the ER score (our own wording); intensity is scored by formula.
+ER_RUBRIC = Rubric(
+    "How well does the predicted emotion capture the speaker's emotion in the reference? Ignore intensity "
+    "(it is scored separately).\n"
+    "5 = the same emotion, with the same nuance\n"
+    "4 = the same core emotion; a nuance is missing or added\n"
+    "3 = partly the same: overlapping or closely related emotions\n"
+    "2 = a different emotion with only a faint link to the reference\n"
+    "1 = unrelated or opposite, or no emotion given\n"
+    'Reply as {"score": <1-5>, "reason": "<one sentence>"}.'
+)
 
 def parse_intensity(value: Any) -> int | None:
     if isinstance(value, bool) or value is None:
@@ -36,6 +41,9 @@ def parse_intensity(value: Any) -> int | None:
 
 class EmotionRecognition(GenerationTask):
     name = "er"
+    metric = "emotion"
+    max_new_tokens = {"label": 96, "json": 96}
+    report_columns = (ReportColumn("er_llm", "judge", "ER LLM"), ReportColumn("er_bert", "bertscore_f1", "ER BERT", digits=4))
 
     def build(self, samples: Sequence[Sample], units: dict[str, str], options: BuildOptions) -> BuildResult:
         result = BuildResult([])
@@ -75,6 +83,24 @@ class EmotionRecognition(GenerationTask):
         if fmt == "label":
             return {"emotion": value["emotion"], "intensity": value["intensity"]}
         return {"predicted_internal_emotion": value["emotion"], "predicted_intensity_score": value["intensity"]}
+
+    def answer_schema(self, inst: Instance, fmt: str) -> dict[str, Any]:
+        emotion, intensity = self.answer_payload({"emotion": "", "intensity": 0}, fmt)
+        return {"json": json_object({emotion: {"type": "string"},
+                                     intensity: {"type": "integer", "minimum": 0, "maximum": 10}})}
+
+    def bertscore_texts(self, gold: Any, prediction: Any) -> tuple[str, str]:
+        """The predicted emotion phrase against the annotated emotion description."""
+        return text_field(prediction, "emotion"), text_field(gold, "emotion")
+
+    def judge_checks(self, record: dict[str, Any], inst: Instance | None, vp_scale: str) -> list[JudgeCheck]:
+        predicted = shown((record["prediction"] or {}).get("emotion") or "(none)")
+        material = (f"{speaker_turn(inst)}Reference emotion: {record['gold']['emotion']}\n"
+                    f"Predicted emotion: {predicted}")
+        return [JudgeCheck("judge_", self.judge_rubric(vp_scale), material)]
+
+    def judge_rubric(self, vp_scale: str) -> Rubric:
+        return ER_RUBRIC
 
     def parse(self, inst: Instance, text: str, fmt: str) -> Parsed:
         payload = find_json(text)

@@ -1,4 +1,4 @@
-"""Shared parts of the two generation tasks (ER, VP): checkpoint selection and JSON answers."""
+"""Shared parts of the two generation tasks (ER, VP): checkpoint selection, JSON answers, judge material."""
 
 from __future__ import annotations
 
@@ -12,6 +12,9 @@ from .base import BuildOptions, BuildResult, Instance, Task, count, evenly_space
 class GenerationTask(Task):
     closed_set = False
     default_context = 3
+    metric = "generation"
+    bertscore = True
+    judged = True
 
     def answer(self, inst: Instance, fmt: str, value: Any = None) -> str:
         return json.dumps(self.answer_payload(inst.gold if value is None else value, fmt), ensure_ascii=False)
@@ -34,6 +37,14 @@ class GenerationTask(Task):
                 context=window(row.row_index, k), current=row.row_index, candidates=(), gold=gold(item),
                 given=(("speaker", row.speaker),), sample=sample,
             ))
+
+
+def speaker_turn(inst: Instance | None) -> str:
+    """The current turn, quoted for the judge (empty when the instance is not at hand)."""
+    if inst is None or inst.sample is None or inst.current is None:
+        return ""
+    row = inst.sample.row(inst.current)
+    return f"The speaker's turn: {row.speaker}: \"{row.dialogue}\"\n"
 
 
 def first_value(payload: dict[str, Any], keys: tuple[str, ...]) -> Any:

@@ -15,8 +15,9 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..data.schema import Sample
-from .base import (BuildOptions, BuildResult, ClosedSetTask, Instance, Parsed, count, evenly_spaced, find_json,
-                   instance_id, window)
+from ..data import taxonomy
+from .base import (BuildOptions, BuildResult, ClosedSetTask, Instance, Parsed, ReportColumn, count, evenly_spaced,
+                   find_json, instance_id, window)
 
 YES, NO = "yes", "no"
 _YES_WORDS = {"yes", "y", "true", "1", "speak", "should_speak", "intervene"}
@@ -26,8 +27,14 @@ _NO_WORDS = {"no", "n", "false", "0", "listen", "keep_listening", "do_not_speak"
 class InterventionTiming(ClosedSetTask):
     name = "itp"
     default_context = 3
+    metric = "binary"
     json_key = "should_speak"
     json_top = 1
+    report_columns = (ReportColumn("itp_precision", "precision", "ITP P", 100),
+                      ReportColumn("itp_recall", "recall", "ITP R", 100), ReportColumn("itp_f1", "f1", "ITP F1", 100))
+
+    def label_space(self) -> dict[str, tuple[str, ...]]:
+        return {sc: (YES, NO) for sc in taxonomy.SCENARIOS}
     question = (
         "Question: should the therapist take the next turn, right after the current turn?\n"
         "- yes: an intervention is timely and clinically useful now (a question, reflection, validation, "

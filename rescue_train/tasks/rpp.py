@@ -18,7 +18,7 @@ from typing import Sequence
 
 from ..data import taxonomy
 from ..data.schema import Row, Sample
-from .base import BuildOptions, BuildResult, ClosedSetTask, Instance, count, instance_id, window
+from .base import BuildOptions, BuildResult, ClosedSetTask, Instance, ReportColumn, count, instance_id, window
 
 DEFINITIONS = {
     "D": ("therapist", ("relation_cycle_state", "relation_pattern")),
@@ -42,6 +42,8 @@ class RelationPattern(ClosedSetTask):
     name = "rpp"
     default_context = -1
     json_key = "relation_top3"
+    taxonomy_kind = "relation"
+    report_columns = (ReportColumn("rpp_accuracy", "accuracy", "RPP Acc", 100),)
 
     def build(self, samples: Sequence[Sample], units: dict[str, str], options: BuildOptions) -> BuildResult:
         if options.rpp_definition not in DEFINITIONS:

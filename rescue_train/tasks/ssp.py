@@ -11,7 +11,7 @@ from typing import Sequence
 
 from ..data import taxonomy
 from ..data.schema import Sample
-from .base import BuildOptions, BuildResult, ClosedSetTask, Instance, count, instance_id, window
+from .base import BuildOptions, BuildResult, ClosedSetTask, Instance, ReportColumn, count, instance_id, window
 from .targets import support_rows
 
 
@@ -33,6 +33,9 @@ class SupportStrategy(ClosedSetTask):
     name = "ssp"
     default_context = 3
     json_key = "strategy_top3"
+    taxonomy_kind = "strategy"
+    report_columns = (ReportColumn("ssp_recall", "recall@1", "SSP Rec", 100),
+                      ReportColumn("ssp_mrr", "mrr", "SSP MRR", 100))
 
     def build(self, samples: Sequence[Sample], units: dict[str, str], options: BuildOptions) -> BuildResult:
         result = BuildResult([])

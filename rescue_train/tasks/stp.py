@@ -7,10 +7,11 @@ sample's therapist rows target when targets are kept as exact sets. The therapis
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..data.schema import Sample
-from .base import BuildOptions, BuildResult, ClosedSetTask, Instance, instance_id, window
+from ..data.taxonomy import GROUP_LABEL
+from .base import BuildOptions, BuildResult, ClosedSetTask, Instance, ReportColumn, instance_id, window
 from .targets import candidate_targets, support_rows
 
 
@@ -18,6 +19,19 @@ class SupportTarget(ClosedSetTask):
     name = "stp"
     default_context = 3
     json_key = "target_top3"
+    report_columns = (ReportColumn("stp_recall", "recall@1", "STP Rec", 100),
+                      ReportColumn("stp_mrr", "mrr", "STP MRR", 100))
+
+    def class_key(self, gold: Any) -> str:
+        """Golds are people's names, which differ from sample to sample: balance the kind of target (the
+        whole group, one person, or with exact target sets several people) instead."""
+        groups = set(GROUP_LABEL.values())
+        if isinstance(gold, (list, tuple)):
+            return "group" if len(gold) == 1 and gold[0] in groups else "subset"
+        return "group" if gold in groups else "subset" if " & " in gold else "person"
+
+    def stats_label(self, inst: Instance) -> str:
+        return self.class_key(inst.gold)
 
     def build(self, samples: Sequence[Sample], units: dict[str, str], options: BuildOptions) -> BuildResult:
         result = BuildResult([])

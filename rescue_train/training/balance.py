@@ -153,17 +153,18 @@ class Strategy:
     name: str
     summary: str
     loss: str = "ce"  # ce | focal | ldam | logit_adjusted | balanced_softmax
-    weights: str | None = None  # inverse | effective
+    weights: str | None = None  # inverse | effective | sqrt_inverse (LoRA: the square root of inverse)
     deferred: bool = False
-    sampling: str | None = None  # oversample | undersample | sqrt | smote
+    sampling: str | None = None  # oversample | undersample | sqrt | smote | balanced (LoRA: class-balanced draws)
     posthoc: str | None = None  # tuned | fixed | balanced
     retrain_head: bool = False
     backends: tuple[str, ...] = ("sklearn", "torch")
 
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
-    Strategy("none", "plain cross-entropy on the data as it is"),
-    Strategy("inverse_freq", "cross-entropy with inverse-frequency class weights N/(K n_c)", weights="inverse"),
+    Strategy("none", "plain cross-entropy on the data as it is", backends=("sklearn", "torch", "lora")),
+    Strategy("inverse_freq", "cross-entropy with inverse-frequency class weights N/(K n_c) (LoRA: on the answer "
+             "tokens)", weights="inverse", backends=("sklearn", "torch", "lora")),
     Strategy("effective_number", "cross-entropy with effective-number weights (1-beta)/(1-beta^n_c)",
              weights="effective"),
     Strategy("focal", "focal loss (gamma)", loss="focal", backends=("torch",)),
@@ -183,10 +184,17 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
              sampling="oversample"),
     Strategy("undersample", "random undersampling of every class to the smallest (imbalanced-learn)",
              sampling="undersample"),
-    Strategy("sqrt_sampling", "square-root sampling: class c drawn with probability ~ sqrt(n_c)", sampling="sqrt"),
+    Strategy("sqrt_sampling", "square-root sampling: class c drawn with probability ~ sqrt(n_c)", sampling="sqrt",
+             backends=("sklearn", "torch", "lora")),
     Strategy("smote", "SMOTE on TF-IDF vectors (imbalanced-learn)", sampling="smote", backends=("sklearn",)),
     Strategy("crt", "cRT: train plainly, then re-train the head on frozen features with class-balanced sampling",
              retrain_head=True, backends=("torch",)),
+    # Fine-tuned LLMs (`compare recipe=*_lora`): the training path's balance.sampling / balance.class_weights.
+    Strategy("balanced_sampling", "class-balanced sampling: every class of the task drawn equally often",
+             sampling="balanced", backends=("lora",)),
+    Strategy("sqrt_weights", "answer-token weights sqrt(N/(K n_c))", weights="sqrt_inverse", backends=("lora",)),
+    Strategy("sqrt_sampling_sqrt_weights", "square-root sampling and answer-token weights sqrt(N/(K n_c))",
+             sampling="sqrt", weights="sqrt_inverse", backends=("lora",)),
 )}
 
 

@@ -251,6 +251,10 @@ def _trainer(model, tok, dataset, loss_fn, settings: TorchSettings, steps: int, 
     from transformers import Trainer, TrainingArguments
 
     class BalancedTrainer(Trainer):
+        # Our loss is a per-batch mean, not normalised by num_items_in_batch: the Trainer must divide it by the
+        # gradient accumulation steps (left to its default, it would not for models that take loss kwargs).
+        loss_is_scaled_for_ga = False
+
         def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
             labels, mask = inputs.pop("labels"), inputs.pop("label_mask")
             outputs = model(**inputs)

@@ -31,6 +31,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from ..tasks import get_task
 from . import balance
 from .classifier import BalanceSettings, LabelSpace, Split, TorchSettings
 from .compare import DataSettings, fold_data, prepare_data, read_config, run_one
@@ -38,7 +39,8 @@ from .sklearn_path import SklearnSettings
 
 # Recipe keys that only `compare` reads (a recipe serves both commands; its output_dir is the comparison's).
 COMPARE_ONLY = ("strategies", "seeds", "test_folds", "output_dir", "plots", "evaluation")
-SUMMARY = {"itp": ("precision", "recall", "f1", "accuracy")}
+# The metrics printed per scope, by the task's aggregation (``Task.metric``).
+SUMMARY = {"binary": ("precision", "recall", "f1", "accuracy")}
 SUMMARY_DEFAULT = ("accuracy", "macro_f1", "balanced_accuracy", "mrr")
 
 
@@ -179,7 +181,7 @@ def train(config: ClassifyConfig) -> tuple[Path, dict]:
 
 
 def summary_lines(task: str, metrics: dict) -> list[str]:
-    keys = SUMMARY.get(task, SUMMARY_DEFAULT)
+    keys = SUMMARY.get(get_task(task).metric, SUMMARY_DEFAULT)
     show = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
     return [f"{task} {scope}: n={m['n']} " + " ".join(f"{k}={show(m.get(k))}" for k in keys)
             for scope, m in metrics.items()]

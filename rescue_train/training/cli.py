@@ -67,6 +67,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(OmegaConf.to_yaml(cfg))
         return 0
+    from .launch import launch_problem
+
+    problem = launch_problem(cfg, argv)
+    if problem:
+        print(f"rescue-train train: error: {problem}", file=sys.stderr)
+        return 2
     from ..data.schema import DataError
     from .sft import run
 

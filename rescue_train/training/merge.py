@@ -29,13 +29,17 @@ def merge(run_dir: Path, out: Path) -> Path:
     adapter = run_dir / prov.get("adapter", "adapter")
     if not (adapter / "adapter_config.json").exists():
         raise FileNotFoundError(f"{adapter}/adapter_config.json not found: did the run finish?")
-    dtype = compute_dtype("auto")  # bf16 on a GPU that has it, else fp32
+    # bf16 on a GPU that has it, else fp32. A QLoRA adapter (trained on 4-bit NF4 base weights) is merged into
+    # this unquantized base too, as the evaluator applies it: merge.json records the difference.
+    dtype = compute_dtype("auto")
     base = AutoModelForCausalLM.from_pretrained(prov["base_model"], dtype=dtype)
     merged = PeftModel.from_pretrained(base, str(adapter)).merge_and_unload()
     merged.save_pretrained(out)
     AutoTokenizer.from_pretrained(adapter).save_pretrained(out)
     write_json_atomic(out / "merge.json", {"run_dir": str(run_dir), "base_model": prov["base_model"],
-                                           "adapter": str(adapter), "dtype": str(dtype), "versions": versions()})
+                                           "adapter": str(adapter), "dtype": str(dtype),
+                                           "trained_base_quantization": prov.get("base_quantization", "none"),
+                                           "versions": versions()})
     return out
 
 

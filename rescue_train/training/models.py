@@ -11,6 +11,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
+from ..devices import native_bf16
 from .tiny import cache_root, tiny_model_path
 
 
@@ -55,11 +56,12 @@ def resolve_model_path(path: str) -> str:
 
 
 def compute_dtype(precision: str):
-    """``auto``: bf16 on a GPU that has it, else fp32 (CPU training in bf16 is slow and gains nothing)."""
+    """``auto``: bf16 on a GPU that has it natively, else fp32 (CPU training in bf16 is slow and gains nothing;
+    GPUs that only emulate bf16, such as V100 and T4, would be slow too)."""
     import torch
 
     if precision == "auto":
-        return torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float32
+        return torch.bfloat16 if native_bf16() else torch.float32
     dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
     if precision not in dtypes:
         raise ValueError(f"train.precision must be auto, bf16, fp16 or fp32, got {precision!r}")

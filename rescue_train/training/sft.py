@@ -98,6 +98,8 @@ def provenance(cfg: Any, resolved: dict, base_path: str, train_data, extra: dict
         "kind": "lora_sft", "recipe": cfg.name, "tasks": dict(resolved["tasks"]),
         "base_model": base_path, "model_preset": cfg.model.name, "model_path": cfg.model.path,
         "chat_template": cfg.model.chat_template, "adapter": ADAPTER_DIR, "seed": int(cfg.seed),
+        # QLoRA trains on 4-bit base weights; merge and evaluation load the base unquantized (bf16 on a GPU)
+        "base_quantization": cfg.model.get("quantization") or "none",
         "data": train_data.meta, "manifest_hash": train_data.meta["manifest_hash"],
         "split_manifest": "data/split_manifest.json", "config_hash": config_hash(resolved),
         "git_commit": git_commit(), "versions": versions(), **extra,

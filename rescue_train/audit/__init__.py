@@ -1,0 +1,1 @@
+"""The relational-orientation audit (RELATE): ``rescue-train audit``. See docs/audit.md."""

@@ -1,0 +1,142 @@
+"""The audit config: typed ``key=value`` settings (rescue_train.settings, as for eval: unknown keys are
+refused with a suggestion, ``--help`` and ``--cfg`` come from the schema), validated; the judge backend."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Optional
+
+from ..evaluation.backends import BACKENDS
+from ..evaluation.config import JUDGE_MAX_NEW_TOKENS, STRUCTURED, TOKEN_PARAMS, ApiOptions, reasons
+from ..settings import ConfigError, meaning
+from .criteria import CRITERIA, EXPLORATORY_KEYS, IF_KEYS, OS_KEY
+from .split import MODES as SPLITTERS
+
+CRITERIA_SETS = ("auto", "relate")
+BOOTSTRAP_SEED = 20260913  # the RELATE analysis seed
+
+
+@dataclass
+class AuditData:
+    source: str = field(default="bundled", metadata=meaning(
+        "the benchmark of INPUT=reference: benchmark_191.jsonl, a per-sample folder, a saved dataset, a hub id, "
+        "or 'bundled'"))
+
+
+@dataclass
+class AuditConfig(ApiOptions):
+    # The judge: any backend, as for eval; the API keys above (base_url, token_param, structured, reasoning...)
+    # are eval's.
+    backend: str = "hf"  # hf | vllm | openai
+    model: Optional[str] = None  # a local path, a hub name, 'tiny', or the served/API model name
+    tokenizer: Optional[str] = None  # default: the model's
+    batch_size: int = 8  # prompts per generation batch (hf)
+    dtype: str = "auto"  # auto | bfloat16 | float16 | float32
+    device: Optional[str] = None  # hf: cpu, cuda, cuda:1 (default: a GPU when there is one)
+    max_model_len: Optional[int] = None  # vllm: context length (default: the model's)
+    gpu_memory_utilization: float = 0.9  # vllm: share of GPU memory the engine takes
+    tensor_parallel_size: int = 1  # vllm: GPUs per model
+    engine_args: Any = None  # extra keyword arguments for vllm.LLM
+    max_new_tokens: Optional[int] = None  # default 256, 4096 when the judge reasons (as eval's judge)
+    constrained: bool = True  # JSON-schema outputs where the backend has them (vllm; openai: see structured)
+    # What is audited.
+    splitter: str = "default"  # default | relate
+    criteria: Any = "auto"  # auto: RELATE's five, plus our exploratory pair on multi-party turns; relate: the five
+    context: int = -1  # rows/messages of prior dialogue shown to the judge: -1 all (as RELATE), k the last k
+    data: AuditData = field(default_factory=AuditData)
+    reference_rows: str = "all"  # all therapist turns, or matched: only the rows the audited models answered
+    limit: Optional[int] = None  # at most this many turns per INPUT
+    # Statistics and output.
+    bootstrap: int = 10000  # bootstrap resamples of dialogues for the CIs and comparisons
+    seed: int = BOOTSTRAP_SEED  # seed of the bootstrap
+    output_dir: str = "runs/audit"  # labels, results, report and plots
+    overwrite: bool = False  # start over when the output holds labels of another judge configuration
+    chunk: int = 256  # requests per resumable step
+    plots: bool = True  # write rates.png, composition.png, trajectories.png
+    progress: bool = True  # progress bars
+    dry_run: bool = False  # count sentences and requests, estimate tokens, send nothing (also --dry-run)
+
+
+# Keys that change how fast the judge runs, not what it answers: left out of the cache identity.
+RUNTIME_KEYS = ("concurrency", "max_retries", "timeout", "token_param", "batch_size", "gpu_memory_utilization",
+                "tensor_parallel_size", "chunk", "progress", "output_dir", "overwrite", "dry_run", "plots", "limit",
+                "bootstrap", "seed", "splitter", "criteria", "context", "data", "reference_rows", "device",
+                "engine_args")
+
+
+def load_config(argv: list[str]) -> AuditConfig:
+    """Defaults, then ``recipe=FILE.yaml`` if given, then the ``key=value`` overrides; validated."""
+    from omegaconf import OmegaConf
+
+    from ..data.config import source_shortcut
+    from ..settings import dotlist, load, recipe_path
+
+    cli = dotlist(source_shortcut(list(argv)), "audit")
+    layers: list[Any] = []
+    recipe = cli.pop("recipe", None)
+    if recipe:
+        if not str(recipe).endswith((".yaml", ".yml")):
+            raise ConfigError(f"recipe={recipe}: expected a YAML file of audit keys (no audit recipes are shipped)")
+        layers.append(OmegaConf.to_container(OmegaConf.load(recipe_path(str(recipe), "audit"))))
+    cfg: AuditConfig = load(AuditConfig, [*layers, cli], "audit")
+    validate(cfg)
+    return cfg
+
+
+def chosen_criteria(cfg: AuditConfig) -> tuple[str, ...]:
+    from ..evaluation.config import as_list
+
+    if isinstance(cfg.criteria, str) and cfg.criteria in CRITERIA_SETS:
+        return (*IF_KEYS, OS_KEY) + (EXPLORATORY_KEYS if cfg.criteria == "auto" else ())
+    keys = as_list(cfg.criteria)
+    return tuple(k for k in CRITERIA if k in keys)
+
+
+def validate(cfg: AuditConfig) -> None:
+    from ..evaluation.config import as_list
+
+    for key, allowed in (("backend", BACKENDS), ("splitter", SPLITTERS), ("reference_rows", ("all", "matched")),
+                         ("token_param", TOKEN_PARAMS), ("structured", STRUCTURED)):
+        if getattr(cfg, key) not in allowed:
+            raise ValueError(f"{key} must be one of {', '.join(allowed)}, got {getattr(cfg, key)!r}")
+    if not cfg.model and not cfg.dry_run:
+        raise ValueError("model= names the judge (a local path, a hub name, 'tiny', or the served model's name)")
+    if not (isinstance(cfg.criteria, str) and cfg.criteria in CRITERIA_SETS):
+        listed = as_list(cfg.criteria)
+        if not listed or any(k not in CRITERIA for k in listed):
+            raise ValueError(f"criteria must be auto, relate, or a list of {', '.join(CRITERIA)}; got {cfg.criteria!r}")
+    if cfg.limit is not None and cfg.limit < 1:
+        raise ValueError(f"limit must be a positive count of turns, got {cfg.limit}")
+    if cfg.max_new_tokens is not None and cfg.max_new_tokens < 1:
+        raise ValueError(f"max_new_tokens must be a positive count, got {cfg.max_new_tokens}")
+    if cfg.bootstrap < 100:
+        raise ValueError(f"bootstrap must be at least 100 resamples, got {cfg.bootstrap}")
+    if cfg.timeout <= 0 or cfg.max_retries < 0 or cfg.concurrency < 1:
+        raise ValueError("timeout must be > 0, max_retries >= 0 and concurrency >= 1")
+    if cfg.extra_body is not None and not isinstance(cfg.extra_body, dict):
+        raise ValueError("extra_body must be a mapping, e.g. 'extra_body={top_k: 20}'")
+
+
+def answer_budget(cfg: AuditConfig) -> int:
+    """Output tokens per judge answer: ``max_new_tokens``, else eval's judge default for a judge that does (or
+    does not) reason."""
+    return cfg.max_new_tokens or JUDGE_MAX_NEW_TOKENS[reasons(cfg, cfg.backend)]
+
+
+def judge_identity(cfg: AuditConfig) -> dict[str, Any]:
+    """What decides a judge answer besides the prompt: labels cached under another identity are not reused."""
+    kept = {k: v for k, v in asdict(cfg).items() if k not in RUNTIME_KEYS}
+    return {**kept, "max_new_tokens": answer_budget(cfg)}
+
+
+def make_judge(cfg: AuditConfig):
+    """The judge backend, made through the evaluation's backend factory."""
+    from ..evaluation.config import EvalConfig, make_backend, resolve_model
+
+    options = {f.name: getattr(cfg, f.name) for f in fields(ApiOptions)}
+    eval_cfg = EvalConfig(model=cfg.model, tokenizer=cfg.tokenizer, backend=cfg.backend, batch_size=cfg.batch_size,
+                          dtype=cfg.dtype, device=cfg.device, max_model_len=cfg.max_model_len,
+                          gpu_memory_utilization=cfg.gpu_memory_utilization,
+                          tensor_parallel_size=cfg.tensor_parallel_size, engine_args=cfg.engine_args,
+                          constrained=cfg.constrained, progress=cfg.progress, **options)
+    return make_backend(eval_cfg, resolve_model(eval_cfg))

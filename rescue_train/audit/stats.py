@@ -1,0 +1,203 @@
+"""Aggregation as RELATE does it, with dialogue-clustered bootstrap CIs and Holm-corrected comparisons.
+
+Per sentence (values 1, 0, or None = no usable label):
+
+* each criterion: 1 MET, 0 NOT_MET, None for PARSE_FAIL or not asked;
+* ``IF``: 1 when any IF criterion is MET, else 0, even when some IF labels are missing (RELATE's rule); a
+  sentence with no IF label at all (every one failed to parse, or none was asked) leaves the IF rates;
+* ``IF_gated`` (ours): 1 when an IF criterion is MET with the referent ``supporter_dyad``, else 0;
+* ``OS``: the Outward-Scaffolding label; a sentence without one leaves the OS rate only;
+* composition (sentences with an OS label): IF-only, OS-only, both, neither; ``IF among OS`` = both / OS;
+* per turn: pooled rates per supporter turn; and RELATE's turn-1-to-6 change generalised to each dialogue's
+  first and last labelled turn, averaged over dialogues (each one weight).
+
+A rate pools sentences (one weight each) over the sentences labelled for it. Its CI resamples dialogues with
+replacement and takes the ratio of summed numerators to summed denominators (2.5 and 97.5 percentiles).
+Two systems are compared by the bootstrap distribution of their difference (the same draws of dialogues when
+both audited the same dialogues), p = twice the smaller tail at 0, at least 1/resamples; p values are
+Holm-corrected within each measure.
+"""
+
+from __future__ import annotations
+
+import itertools
+import zlib
+from collections import defaultdict
+from typing import Any, Iterable
+
+import numpy as np
+
+from .criteria import CRITERIA, EXPLORATORY_KEYS, IF_KEYS, MET, NOT_MET, OS_KEY
+
+HEADLINE = ("IF", "IF_gated", "OS")
+COMPOSITION = ("IF_only", "OS_only", "both", "neither")
+_DRAWS_PER_BLOCK = 1000  # resamples drawn at once: bounds memory for large audits
+
+
+def sentence_values(labels: dict[str, dict[str, Any]]) -> dict[str, int | None]:
+    values: dict[str, int | None] = {}
+    for key, answer in labels.items():
+        label = answer.get("label")
+        values[key] = 1 if label == MET else 0 if label == NOT_MET else None
+    met_if = [k for k in IF_KEYS if values.get(k) == 1]
+    observed_if = any(values.get(k) is not None for k in IF_KEYS)
+    gated = any(labels[k].get("referent") == "supporter_dyad" for k in met_if)
+    values["IF"] = int(bool(met_if)) if observed_if else None
+    values["IF_gated"] = int(gated) if observed_if else None
+    values["OS"] = values.get(OS_KEY)
+    if values["OS"] is not None and values["IF"] is not None:
+        values["composition"] = {(1, 1): "both", (1, 0): "IF_only", (0, 1): "OS_only", (0, 0): "neither"}[
+            (values["IF"], values["OS"])]
+    return values
+
+
+def measures(criteria: Iterable[str]) -> list[str]:
+    return [*HEADLINE, *(k for k in CRITERIA if k in set(criteria) and k != OS_KEY)]
+
+
+def cluster_counts(rows: list[tuple[str, int | None]]) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Per dialogue: (ids, numerators, denominators) over the rows that have a value."""
+    num: dict[str, int] = defaultdict(int)
+    den: dict[str, int] = defaultdict(int)
+    for dialogue, value in rows:
+        if value is not None:
+            num[dialogue] += value
+            den[dialogue] += 1
+    ids = sorted(den)
+    return ids, np.array([num[i] for i in ids], float), np.array([den[i] for i in ids], float)
+
+
+def resampled_ratios(num: np.ndarray, den: np.ndarray, resamples: int, rng: np.random.Generator,
+                     draws: np.ndarray | None = None) -> np.ndarray:
+    """Sum-of-numerators over sum-of-denominators for ``resamples`` draws of dialogues with replacement
+    (``draws`` given: those dialogue indices, shape resamples x dialogues)."""
+    out = np.empty(resamples)
+    for start in range(0, resamples, _DRAWS_PER_BLOCK):
+        size = min(_DRAWS_PER_BLOCK, resamples - start)
+        idx = draws[start:start + size] if draws is not None else rng.integers(0, len(num), (size, len(num)))
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out[start:start + size] = num[idx].sum(1) / den[idx].sum(1)
+    return out
+
+
+def _rng(seed: int, *names: str) -> np.random.Generator:
+    """One generator per (seed, what is resampled), so a result does not depend on what else is computed."""
+    return np.random.default_rng([seed, *(zlib.crc32(n.encode()) for n in names)])
+
+
+def rate(rows: list[tuple[str, int | None]], resamples: int, seed: int, *names: str) -> dict[str, Any]:
+    ids, num, den = cluster_counts(rows)
+    total = float(den.sum())
+    result = {"n": int(total), "met": int(num.sum()), "rate": float(num.sum() / total) if total else None,
+              "dialogues": len(ids), "ci": None}
+    if len(ids) >= 2:
+        ratios = resampled_ratios(num, den, resamples, _rng(seed, *names))
+        result["ci"] = [float(np.nanpercentile(ratios, 2.5)), float(np.nanpercentile(ratios, 97.5))]
+    return result
+
+
+def turn_change(rows: list[tuple[str, int, int | None]], resamples: int, seed: int, *names: str) -> dict[str, Any]:
+    """RELATE's turn-1-to-turn-6 change, generalised: per dialogue, the rate at its last labelled turn minus the
+    rate at its first, averaged over dialogues with at least two labelled turns (each dialogue one weight)."""
+    per_turn: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+    for dialogue, turn, value in rows:
+        if value is not None:
+            per_turn[dialogue][turn].append(value)
+    changes = []
+    for turns in per_turn.values():
+        if len(turns) >= 2:
+            first, last = turns[min(turns)], turns[max(turns)]
+            changes.append(sum(last) / len(last) - sum(first) / len(first))
+    result = {"dialogues": len(changes), "mean": sum(changes) / len(changes) if changes else None, "ci": None}
+    if len(changes) >= 2:
+        ratios = resampled_ratios(np.array(changes), np.ones(len(changes)), resamples, _rng(seed, *names))
+        result["ci"] = [float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))]
+    return result
+
+
+def compare(rows_a: list[tuple[str, int | None]], rows_b: list[tuple[str, int | None]], resamples: int, seed: int,
+            *names: str) -> dict[str, Any]:
+    """Difference a - b with its bootstrap CI and p; paired draws when both cover the same dialogues."""
+    ids_a, num_a, den_a = cluster_counts(rows_a)
+    ids_b, num_b, den_b = cluster_counts(rows_b)
+    diff = (num_a.sum() / den_a.sum() - num_b.sum() / den_b.sum()) if den_a.sum() and den_b.sum() else None
+    result = {"difference": None if diff is None else float(diff), "ci": None, "p": None,
+              "paired": ids_a == ids_b}
+    if diff is None or len(ids_a) < 2 or len(ids_b) < 2:
+        return result
+    rng = _rng(seed, *names)
+    if ids_a == ids_b:
+        draws = rng.integers(0, len(ids_a), (resamples, len(ids_a)))
+        deltas = resampled_ratios(num_a, den_a, resamples, rng, draws) - resampled_ratios(num_b, den_b, resamples,
+                                                                                           rng, draws)
+    else:
+        deltas = resampled_ratios(num_a, den_a, resamples, rng) - resampled_ratios(num_b, den_b, resamples, rng)
+    deltas = deltas[~np.isnan(deltas)]
+    tail = min(float(np.mean(deltas <= 0)), float(np.mean(deltas >= 0)))
+    result["ci"] = [float(np.percentile(deltas, 2.5)), float(np.percentile(deltas, 97.5))]
+    result["p"] = min(1.0, max(2 * tail, 1 / resamples))
+    return result
+
+
+def holm(pvalues: list[float]) -> list[float]:
+    from statsmodels.stats.multitest import multipletests
+
+    return [float(p) for p in multipletests(pvalues, method="holm")[1]] if pvalues else []
+
+
+def analyse(sentences: list[dict[str, Any]], resamples: int, seed: int) -> dict[str, Any]:
+    """Everything the report shows, per system (in first-seen order)."""
+    systems: list[str] = list(dict.fromkeys(s["system"] for s in sentences))
+    criteria = sorted({k for s in sentences for k in s["criteria"]}, key=list(CRITERIA).index)
+    names = measures(criteria)
+    values = [sentence_values(s["labels"]) for s in sentences]
+    by_system: dict[str, list[tuple[dict[str, Any], dict[str, Any]]]] = defaultdict(list)
+    for s, v in zip(sentences, values):
+        by_system[s["system"]].append((s, v))
+
+    def rows(pairs, measure) -> list[tuple[str, int | None]]:
+        return [(s["dialogue_id"], v.get(measure)) for s, v in pairs
+                if measure not in EXPLORATORY_KEYS or measure in s["criteria"]]
+
+    out: dict[str, Any] = {"systems": systems, "measures": names, "per_system": {}, "comparisons": {}}
+    for system in systems:
+        pairs = by_system[system]
+        labels = [a.get("label") for s, _ in pairs for a in s["labels"].values()]
+        composition = {c: sum(v.get("composition") == c for _, v in pairs) for c in COMPOSITION}
+        labelled = sum(composition.values())
+        os_positive = composition["OS_only"] + composition["both"]
+        turns: dict[int, dict[str, Any]] = {}
+        for turn in sorted({s["turn_id"] for s, _ in pairs}):
+            at = [(s, v) for s, v in pairs if s["turn_id"] == turn]
+            turns[turn] = {m: _pooled(rows(at, m)) for m in HEADLINE}
+            turns[turn]["sentences"] = len(at)
+        out["per_system"][system] = {
+            "sentences": len(pairs),
+            "turns": len({(s["dialogue_id"], s["turn_id"]) for s, _ in pairs}),
+            "dialogues": len({s["dialogue_id"] for s, _ in pairs}),
+            "labels": {"MET": labels.count(MET), "NOT_MET": labels.count(NOT_MET),
+                       "PARSE_FAIL": labels.count("PARSE_FAIL"), "missing": labels.count(None)},
+            "rates": {m: rate(rows(pairs, m), resamples, seed, system, m) for m in names},
+            "composition": {"counts": composition, "labelled": labelled,
+                            "shares": {c: composition[c] / labelled if labelled else None for c in COMPOSITION},
+                            "IF_among_OS": composition["both"] / os_positive if os_positive else None},
+            "per_turn": turns,
+            "turn_change": {m: turn_change([(s["dialogue_id"], s["turn_id"], v.get(m)) for s, v in pairs], resamples,
+                                           seed, system, m, "change") for m in HEADLINE},
+        }
+    for measure in names:
+        family = []
+        for a, b in itertools.combinations(systems, 2):
+            result = compare(rows(by_system[a], measure), rows(by_system[b], measure), resamples, seed, a, b, measure)
+            family.append({"a": a, "b": b, **result})
+        tested = [c for c in family if c["p"] is not None]
+        for c, adjusted in zip(tested, holm([c["p"] for c in tested])):
+            c["p_holm"] = adjusted
+        if family:
+            out["comparisons"][measure] = family
+    return out
+
+
+def _pooled(rows: list[tuple[str, int | None]]) -> dict[str, Any]:
+    seen = [v for _, v in rows if v is not None]
+    return {"n": len(seen), "rate": sum(seen) / len(seen) if seen else None}

@@ -1,0 +1,156 @@
+"""``rescue-train compare recipe=*_lora``: LLM strategies, their training and rank-evaluation commands, and
+an end-to-end comparison of two strategies on two folds with the tiny model (accelerate launch, resume,
+dry run)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rescue_train.training import compare
+from rescue_train.training.compare import load_config
+from rescue_train.training.compare.lora import balance_overrides, rank_command, training_command
+
+CPU_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "accelerate" / "cpu.yaml"
+LLM_STRATEGIES = ["none", "inverse_freq", "sqrt_sampling", "balanced_sampling", "sqrt_weights",
+                  "sqrt_sampling_sqrt_weights"]
+
+
+def test_lora_recipe_gives_llm_strategies_and_training_overrides_for_every_run():
+    config = load_config(["recipe=rpp_lora", "model=tiny", "train.max_steps=300", "train.max_length=2048",
+                          "seeds=[0,1]", "rank.batch_size=4"])
+    assert (config.backend, config.task, config.recipe) == ("lora", "rpp", "rpp_lora")
+    assert config.strategies == LLM_STRATEGIES and config.seeds == [0, 1] and config.rank.batch_size == 4
+    assert config.training == ["model=tiny", "train.max_steps=300", "train.max_length=2048"]
+    assert config.training_config["train"]["max_steps"] == 300 and config.training_config["train"]["max_length"] == 2048
+    assert "balance" not in config.training_config and "seed" not in config.training_config
+    assert (config.data.source, config.data.folds, config.data.split_seed) == ("bundled", 5, 0)
+    assert config.output_dir == "runs/compare/rpp_lora-lora"
+    assert compare.run_settings(config)["training_config"]["model"]["name"] == "tiny"
+
+
+def test_every_llm_strategy_maps_to_the_training_paths_balance_options():
+    assert {name: balance_overrides(name) for name in LLM_STRATEGIES} == {
+        "none": ["balance.sampling=none", "balance.class_weights=none"],
+        "inverse_freq": ["balance.sampling=none", "balance.class_weights=balanced"],
+        "sqrt_sampling": ["balance.sampling=sqrt", "balance.class_weights=none"],
+        "balanced_sampling": ["balance.sampling=balanced", "balance.class_weights=none"],
+        "sqrt_weights": ["balance.sampling=none", "balance.class_weights=sqrt"],
+        "sqrt_sampling_sqrt_weights": ["balance.sampling=sqrt", "balance.class_weights=sqrt"]}
+
+
+def test_training_and_rank_commands(tmp_path):
+    config = load_config(["recipe=ssp_lora", "model=tiny", "data.context=3", "strategies=[sqrt_weights]",
+                          "launch.config_file=cfg.yaml", "launch.args=--num_processes 2 --main_process_port 0",
+                          "rank.backend=vllm", "rank.args=[max_model_len=4096]"])
+    run_dir = tmp_path / "run"
+    assert training_command(config, "sqrt_weights", 2, 1, run_dir) == [
+        sys.executable, "-m", "accelerate.commands.launch", "--config_file", "cfg.yaml", "--num_processes", "2",
+        "--main_process_port", "0", "-m", "rescue_train", "train", "recipe=ssp_lora", "model=tiny",
+        "data.context=3", "train.eval_steps=0", "seed=1", "data.test_fold=2", "balance.sampling=none",
+        "balance.class_weights=sqrt", f"output_dir={run_dir}"]
+    assert rank_command(config, run_dir, run_dir / "rank_eval") == [
+        sys.executable, "-m", "rescue_train", "eval", f"run={run_dir}", "protocol=rank", "tasks=[ssp]",
+        "backend=vllm", "batch_size=8", "rank_score=sum", "bertscore=none", "judge=none", "progress=false",
+        f"output_dir={run_dir / 'rank_eval'}", "max_model_len=4096"]
+
+
+def test_rank_evaluation_takes_the_runs_whole_data_config_include_current_too(tmp_path):
+    from rescue_train.evaluation.config import load_config as load_eval_config
+
+    config = load_config(["recipe=rpp_lora", "model=tiny", "data.rpp_include_current=true", "data.context=4",
+                          "data.folds=3", "data.rpp_definition=BC"])
+    assert (config.data.rpp_include_current, config.data.context, config.data.folds) == (True, 4, 3)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    # The run folder as training leaves it: the resolved config of the run's own command, and its provenance.
+    train_argv = training_command(config, "none", 2, 0, run_dir)
+    resolved = subprocess.run([sys.executable, "-m", "rescue_train", *train_argv[train_argv.index("train"):],
+                               "--cfg"], capture_output=True, text=True, check=True).stdout
+    (run_dir / "config.yaml").write_text(resolved)
+    (run_dir / "provenance.json").write_text(json.dumps({"kind": "lora_sft", "base_model": "tiny",
+                                                         "split_manifest": "data/split_manifest.json"}))
+    rank = load_eval_config(rank_command(config, run_dir, tmp_path / "eval")[4:])
+    assert (rank.data.rpp_include_current, rank.data.context, rank.data.rpp_definition) == (True, 4, "BC")
+    assert (rank.data.split, rank.data.folds, rank.data.test_fold) == ("kfold", 3, 2)
+    assert rank.data.manifest == str(run_dir / "data" / "split_manifest.json")
+    assert (rank.protocol, rank.tasks, rank.output_dir) == ("rank", ["rpp"], str(tmp_path / "eval"))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["recipe=rpp_lora", "balance.sampling=sqrt"], "sets balance itself"),
+    (["recipe=rpp_lora", "seed=3"], r"use seeds=\[...\]"),
+    (["recipe=rpp_lora", "data.test_fold=1"], r"use test_folds=\[...\]"),
+    (["recipe=rpp_lora", "strategies=[focal]"], "do not apply to backend=lora"),
+    (["recipe=rpp_lora", "train.nope=1"], "bad training override"),
+    (["recipe=rpp_lora", "data.answer_format=json"], "answer_format must be label"),
+    (["recipe=rpp_lora", "rank.backend=openai"], "rank.backend must be hf or vllm"),
+    (["recipe=er_lora"], "not a closed-set task"),
+    (["recipe=all_lora"], "trains 6 tasks"),
+])
+def test_lora_compare_rejects_bad_settings_clearly(argv, message):
+    with pytest.raises(ValueError, match=message):
+        load_config(argv)
+
+
+
+
+@pytest.mark.slow
+def test_lora_compare_tiny_two_strategies_two_folds_end_to_end(tmp_path, capsys):
+    from rescue_train.data.splits import SplitManifest
+    from rescue_train.training.classifier import load_cls_rows
+
+    out = tmp_path / "cmp"
+    argv = ["recipe=ssp_lora", "model=tiny", "strategies=[sqrt_sampling_sqrt_weights]", "test_folds=[0,1]",
+            "seeds=[0]", f"output_dir={out}", f"launch.config_file={CPU_CONFIG}", "train.max_steps=1",
+            "train.batch_size=2", "train.grad_accum=1", "train.max_length=1024", "train.report_to=[none]",
+            "data.context=2", "evaluation.bootstrap=50", "evaluation.permutations=100"]
+    # Dry run: nothing is finished, so it trains the first run to time it.
+    assert compare.main([*argv, "dry_run=true"]) == 0
+    printed = capsys.readouterr().out
+    assert "4 runs (2 strategies x folds x 1 seeds): 1 finished, 3 to run; about" in printed
+    assert (out / "runs" / "none" / "fold0_seed0.json").exists() and not (out / "results.json").exists()
+
+    assert compare.main(argv) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["backend"] == "lora" and list(results["strategies"]) == ["none", "sqrt_sampling_sqrt_weights"]
+    assert results["folds"] == [0, 1]
+    manifest = SplitManifest.load(out / "data" / "split_manifest.json")
+    tested = {r["id"] for r in load_cls_rows(out / "data", "ssp") if manifest.assignment[r["unit"]] in (0, 1)}
+    assert results["scopes"]["both"]["n"] == len(tested)
+    tests = results["scopes"]["both"]["strategies"]["sqrt_sampling_sqrt_weights"]["vs_none"]["macro_f1"]
+    assert tests["test"] == f"exact: all 2^{results['scopes']['both']['units']} = " \
+                            f"{2 ** results['scopes']['both']['units']} unit swap patterns"
+    assert tests["p_holm"] >= tests["p_value"]
+    record = json.loads((out / "runs" / "sqrt_sampling_sqrt_weights" / "fold1_seed0.json").read_text())
+    assert record["backend_info"]["balance"] == ["balance.sampling=sqrt", "balance.class_weights=sqrt"]
+    assert record["backend_info"]["manifest_hash"] == manifest.hash
+    assert {p["id"] for p in record["predictions"]} <= tested
+    first = record["predictions"][0]
+    assert sorted(first["prediction"]) == sorted(first["label_scores"]) and first["parse_status"] == "ok"
+    run_dir = out / "work" / "sqrt_sampling_sqrt_weights" / "fold1_seed0"
+    log = (run_dir / "train.log").read_text()
+    assert f"--config_file {CPU_CONFIG}" in log and "data.test_fold=1" in log
+    assert (run_dir / "adapter" / "adapter_config.json").exists() and not (run_dir / "checkpoints").exists()
+    provenance = json.loads((run_dir / "provenance.json").read_text())
+    assert provenance["status"] == "finished" and provenance["global_step"] == 1
+    assert "Holm" in (out / "results.md").read_text()
+    # Resume: every run is read back, nothing is trained again.
+    stamp = (out / "runs" / "none" / "fold0_seed0.json").stat().st_mtime_ns
+    assert compare.main(argv) == 0
+    assert (out / "runs" / "none" / "fold0_seed0.json").stat().st_mtime_ns == stamp
+    assert json.loads((out / "results.json").read_text())["scopes"] == results["scopes"]
+    # Classifiers and LLMs in one table, each strategy tested against the `none` of its own kind.
+    cls_argv = ["recipe=ssp_cls", "strategies=[inverse_freq]", "test_folds=[0,1]", f"output_dir={tmp_path / 'cls'}",
+                "evaluation.bootstrap=50", "evaluation.permutations=100", "plots=false"]
+    assert compare.main(cls_argv) == 0
+    assert compare.main([f"merge=[{out},{tmp_path / 'cls'}]", f"output_dir={tmp_path / 'all'}", "plots=false"]) == 0
+    merged = json.loads((tmp_path / "all" / "results.json").read_text())
+    assert list(merged["strategies"]) == ["lora:none", "lora:sqrt_sampling_sqrt_weights", "sklearn:none",
+                                          "sklearn:inverse_freq"]
+    both = merged["scopes"]["both"]
+    assert both["n"] == len(tested) and both["strategies"]["lora:none"]["estimate"] == \
+        results["scopes"]["both"]["strategies"]["none"]["estimate"]
+    assert both["strategies"]["sklearn:inverse_freq"]["vs_none"]["macro_f1"]["reference"] == "sklearn:none"
