@@ -4,7 +4,8 @@
 
 * ``instances.jsonl`` – the contract read by trainers, the evaluator and outside checks (one line per
   instance with id, task, sample_id, unit, scenario, row_index, gold, plus its fold and split);
-* ``sft/`` – a ``datasets.DatasetDict`` of chat ``messages`` (system, user, assistant answer);
+* ``sft/`` – a ``datasets.DatasetDict`` of conversational ``prompt`` (system, user) and ``completion``
+  (the assistant answer) rows, with the ``chat_template_kwargs`` they are rendered with;
 * ``cls/`` (ITP, RPP, STP, SSP) – text, label, label_id, label_names for sequence classifiers;
 * ``gen/`` (ER, VP) – prompt messages and the gold answer for generation;
 
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .atomic import complete_or_absent
+from .chat import TEMPLATE_KWARGS
 from .data import load_benchmark
 from .data.config import DataConfig
 from .data.splits import SplitManifest, assign_units, check_leakage, load_or_make_manifest
@@ -58,9 +60,11 @@ def manifest_for(samples, data: DataConfig, out: Path) -> SplitManifest:
 
 
 def sft_row(inst: Instance, mode: str, fmt: str) -> dict[str, Any]:
-    task = TASKS[inst.task]
-    messages = render(inst, mode, fmt) + [{"role": "assistant", "content": task.answer(inst, fmt)}]
-    return {"messages": messages}
+    """trl's conversational prompt/completion row: the loss falls on the completion, rendered with the model's
+    own chat template (with the template arguments evaluation uses, see :mod:`rescue_train.chat`)."""
+    answer = TASKS[inst.task].answer(inst, fmt)
+    return {"prompt": render(inst, mode, fmt), "completion": [{"role": "assistant", "content": answer}],
+            "chat_template_kwargs": dict(TEMPLATE_KWARGS)}
 
 
 def cls_row(inst: Instance, mode: str) -> dict[str, Any]:
@@ -71,9 +75,9 @@ def cls_row(inst: Instance, mode: str) -> dict[str, Any]:
 
 
 def gen_row(inst: Instance, sft: dict[str, Any]) -> dict[str, Any]:
-    """Generation input and reference: the SFT row's prompt and answer, split apart."""
-    *prompt, answer = sft["messages"]
-    return {"prompt": prompt, "reference": answer["content"], "gold_json": json.dumps(inst.gold, ensure_ascii=False)}
+    """Generation input and reference: the SFT row's prompt and answer."""
+    return {"prompt": sft["prompt"], "reference": sft["completion"][0]["content"],
+            "gold_json": json.dumps(inst.gold, ensure_ascii=False)}
 
 
 def _dataset_dict(rows: list[dict[str, Any]]):

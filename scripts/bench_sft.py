@@ -23,7 +23,7 @@ def sft_rows(task: str, out: str):
     from rescue_train.convert import ConvertConfig, convert
 
     convert(ConvertConfig(out=out, tasks=[task]))
-    return datasets.load_from_disk(f"{out}/{task}/sft")["train"].select_columns(["messages"])
+    return datasets.load_from_disk(f"{out}/{task}/sft")["train"].select_columns(["prompt", "completion", "chat_template_kwargs"])
 
 
 def measure(model_path: str, rows, packing: bool, args, out: str) -> dict:
@@ -37,11 +37,11 @@ def measure(model_path: str, rows, packing: bool, args, out: str) -> dict:
     from omegaconf import OmegaConf
 
     dtype = compute_dtype("auto")
-    tokenizer = load_tokenizer(OmegaConf.create({"chat_template": "chatml", "pad_token": None}), model_path)
+    tokenizer = load_tokenizer(OmegaConf.create({"chat_template": None, "pad_token": None}), model_path)
     model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype)
     config = SFTConfig(output_dir=out, use_cpu=not torch.cuda.is_available(), max_steps=args.steps,
                        per_device_train_batch_size=args.batch_size, max_length=args.max_length, packing=packing,
-                       assistant_only_loss=True, logging_steps=1, report_to="none", save_strategy="no",
+                       completion_only_loss=True, logging_steps=1, report_to="none", save_strategy="no",
                        gradient_checkpointing=False, bf16=dtype == torch.bfloat16, disable_tqdm=True, seed=0)
     trainer = RescueSFTTrainer(model=model, args=config, train_dataset=rows, processing_class=tokenizer,
                                peft_config=LoraConfig(task_type=TaskType.CAUSAL_LM, r=16, lora_alpha=32,
@@ -55,7 +55,7 @@ def measure(model_path: str, rows, packing: bool, args, out: str) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", default="tiny", help="'tiny' or a from_pretrained id/folder with a ChatML tokenizer")
+    parser.add_argument("--model", default="tiny", help="'tiny' or a from_pretrained id/folder of a chat model")
     parser.add_argument("--task", default="ssp")
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--batch-size", type=int, default=2)

@@ -106,7 +106,7 @@ def sft_rows(out: Path):
     tasks = ["itp", "rpp", "stp", "ssp", "er", "vp"]
     convert(ConvertConfig(out=str(out), tasks=tasks))  # the bundled data
     return datasets.concatenate_datasets([datasets.load_from_disk(str(out / t / "sft"))["train"].select_columns(
-        ["messages"]) for t in tasks])
+        ["prompt", "completion", "chat_template_kwargs"]) for t in tasks])
 
 
 def peak_memory_gib() -> float | None:
@@ -122,20 +122,18 @@ def step_sft(args, work: Path) -> dict:
     from trl import SFTConfig
 
     from rescue_train.training.models import compute_dtype
-    from rescue_train.training.templates import get_template
     from rescue_train.training.trainer import RescueSFTTrainer
 
     dtype = compute_dtype("auto")
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model, tok = build_model("llama-3.1-8b", args.cpu_smoke, tokenizer_vocab() if args.cpu_smoke else None, dtype,
                              device)
-    tok.chat_template = get_template("chatml")
     rows = sft_rows(work / "data")
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     config = SFTConfig(output_dir=str(work / "sft"), use_cpu=device == "cpu", max_steps=args.sft_steps,
                        per_device_train_batch_size=1, max_length=args.max_length, packing=True,
-                       assistant_only_loss=True, logging_steps=1, report_to="none", save_strategy="no",
+                       completion_only_loss=True, logging_steps=1, report_to="none", save_strategy="no",
                        gradient_checkpointing=False, bf16=dtype == torch.bfloat16, disable_tqdm=True, seed=0,
                        learning_rate=1e-4)
     trainer = RescueSFTTrainer(model=model, args=config, train_dataset=rows, processing_class=tok,

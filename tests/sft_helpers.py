@@ -11,15 +11,14 @@ for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def tiny_tokenizer(template: str = "chatml"):
-    """The tiny model's tokenizer with one of our training templates (what a run's tokenizer holds)."""
+def tiny_tokenizer():
+    """The tiny model's tokenizer with its ChatML template (what a run's tokenizer holds)."""
     from omegaconf import OmegaConf
 
     from rescue_train.training.models import load_tokenizer
     from rescue_train.training.tiny import tiny_model_path
 
-    preset = OmegaConf.create({"chat_template": template, "pad_token": None})
-    return load_tokenizer(preset, str(tiny_model_path()))
+    return load_tokenizer(OmegaConf.create({"chat_template": None, "pad_token": None}), str(tiny_model_path()))
 
 
 def tiny_model():
@@ -34,7 +33,7 @@ def sft_args(out: Path, **overrides):
     from trl import SFTConfig
 
     args = dict(output_dir=str(out), use_cpu=True, report_to="none", save_strategy="no", max_steps=1,
-                per_device_train_batch_size=2, assistant_only_loss=True, max_length=4096, seed=0,
+                per_device_train_batch_size=2, completion_only_loss=True, max_length=4096, seed=0,
                 dataloader_num_workers=0, disable_tqdm=True)
     args.update(overrides)
     return SFTConfig(**args)
@@ -51,6 +50,16 @@ def make_trainer(dataset, out: Path, tokenizer=None, model=None, **overrides):
         peft_config=LoraConfig(task_type=TaskType.CAUSAL_LM, r=4, lora_alpha=8, target_modules="all-linear"))
 
 
-def chat(answer: str, question: str = "Question?") -> list[dict[str, str]]:
-    return [{"role": "system", "content": "You answer."}, {"role": "user", "content": question},
-            {"role": "assistant", "content": answer}]
+def chat(answer: str, question: str = "Question?") -> dict[str, list[dict[str, str]]]:
+    """One conversational prompt/completion row, as the converter writes them."""
+    return {"prompt": [{"role": "system", "content": "You answer."}, {"role": "user", "content": question}],
+            "completion": [{"role": "assistant", "content": answer}]}
+
+
+def chat_rows(pairs, **columns):
+    """A dataset of :func:`chat` rows for (answer, question) pairs, plus extra ``columns``."""
+    import datasets
+
+    rows = [chat(*pair) for pair in pairs]
+    return datasets.Dataset.from_dict({"prompt": [r["prompt"] for r in rows],
+                                       "completion": [r["completion"] for r in rows], **columns})

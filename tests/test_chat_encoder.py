@@ -31,8 +31,8 @@ def test_a_template_that_rewrites_answers_gets_one_rendering_each(tokenizer):
     rewriting = copy.deepcopy(tokenizer)
     # appends each answer's length: the placeholder shortcut would write "(15)" for every answer
     rewriting.chat_template = tokenizer.chat_template.replace(
-        "message['content'] + '<|im_end|>'", "message['content'] + ' (' + (message['content'] | length | string) "
-        "+ ')<|im_end|>'")
+        "message['content'] + '<|im_end|>", "message['content'] + ' (' + (message['content'] | length | string) "
+        "+ ')<|im_end|>")
     _, continuations = ChatEncoder(rewriting).continuation_texts([{"role": "user", "content": "Which?"}],
                                                                  ["track", "reframe"])
     assert continuations == ["track (5)<|im_end|>", "reframe (7)<|im_end|>"]

@@ -78,8 +78,10 @@ def test_instances_contract_and_datasets(source, tmp_path):
     test_units = set(sft["test"]["unit"])
     assert test_units.isdisjoint(sft["train"]["unit"]) and test_units.isdisjoint(sft["validation"]["unit"])
     example = next(r for r in sft["test"]) if sft["test"].num_rows else next(r for r in sft["train"])
-    assert [m["role"] for m in example["messages"]] == ["system", "user", "assistant"]
-    assert example["messages"][2]["content"] in ("evoke", "reframe")
+    assert [m["role"] for m in example["prompt"]] == ["system", "user"]
+    assert [m["role"] for m in example["completion"]] == ["assistant"]
+    assert example["completion"][0]["content"] in ("evoke", "reframe")
+    assert example["chat_template_kwargs"] == {"enable_thinking": False}
 
     cls = datasets.load_from_disk(str(out / "rpp" / "cls"))
     rpp = next(r for split in cls.values() for r in split if r["id"] == "ann_and_ben/001::rpp::row6")
@@ -99,9 +101,9 @@ def test_options_reach_the_datasets(source, tmp_path):
                           out=str(out), tasks=["rpp", "vp"]))
     sft = datasets.load_from_disk(str(out / "rpp" / "sft"))
     assert list(sft) == ["test"] and set(sft["test"]["fold"]) == {-1}
-    answer = json.loads(sft["test"][0]["messages"][2]["content"])
+    answer = json.loads(sft["test"][0]["completion"][0]["content"])
     assert answer == {"relation_top3": ["pursue_withdraw"]}
-    vp = datasets.load_from_disk(str(out / "vp" / "sft"))["test"][0]["messages"][2]["content"]
+    vp = datasets.load_from_disk(str(out / "vp" / "sft"))["test"][0]["completion"][0]["content"]
     assert json.loads(vp) == {"predicted_viewpoints": [{"source": "Ann", "target": "Ben",
                                                         "viewpoint": "he never listens"}]}
     assert sorted(p.name for p in out.iterdir()) == ["convert_meta.json", "rpp", "split_manifest.json", "vp"]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAINING = ROOT / "rescue_train" / "training"
-LORA = {"config", "data", "sft", "trainer", "templates", "models", "merge", "weighting"}
+LORA = {"config", "data", "sft", "trainer", "models", "merge", "weighting"}
 CLASSIFIERS = {"balance", "classifier", "sklearn_path", "compare", "classify_run"}
 
 

@@ -36,7 +36,7 @@ def test_convert_stats_and_baselines_cli(tmp_path, capsys):
     golds = {x["id"]: x["gold"] for x in lines}
     for split in gen:
         assert all(row["reference"] == golds[row["id"]] for row in gen[split])
-        assert all(row["messages"][-1]["content"] == golds[row["id"]] for row in sft[split])
+        assert all(row["completion"][0]["content"] == golds[row["id"]] for row in sft[split])
     assert not (tmp_path / "rsg" / "cls").exists()
     meta = json.loads((tmp_path / "convert_meta.json").read_text())
     assert "couple: not among the evenly spaced turns" in meta["tasks"]["rsg"]["excluded"]

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from sft_helpers import chat, make_trainer, tiny_tokenizer
+from sft_helpers import chat_rows, make_trainer, tiny_tokenizer
 
 from rescue_train.training.weighting import class_key, class_weights, sampling_weights
 
@@ -85,10 +85,8 @@ def test_class_keys():
 
 
 def test_trainer_sampler_draws_classes_at_the_computed_frequencies(tmp_path):
-    import datasets
-
     probs = sampling_weights(TASKS, CLASSES, {"ssp": 1.0}, "sqrt")
-    ds = datasets.Dataset.from_dict({"messages": [chat(c) for c in CLASSES], "sample_weight": probs})
+    ds = chat_rows([(c,) for c in CLASSES], sample_weight=probs)
     trainer = make_trainer(ds, tmp_path, per_device_train_batch_size=1)
     sampler = trainer._get_train_sampler()
     assert len(sampler) == 10  # one epoch = as many draws as instances
@@ -99,45 +97,39 @@ def test_trainer_sampler_draws_classes_at_the_computed_frequencies(tmp_path):
 
 
 def test_trainer_without_weights_keeps_the_default_random_sampler(tmp_path):
-    import datasets
     import torch
 
-    ds = datasets.Dataset.from_dict({"messages": [chat("a"), chat("b")]})
+    ds = chat_rows([("a",), ("b",)])
     sampler = make_trainer(ds, tmp_path)._get_train_sampler()
     assert isinstance(sampler, torch.utils.data.RandomSampler)
 
 
 def test_class_weighted_loss_is_the_weighted_token_mean(tmp_path):
     """With all-zero logits every answer token costs ln V, so the loss is ln V * sum(w_i n_i) / sum(n_i)."""
-    import datasets
     import torch
 
     tok = tiny_tokenizer()
     answers = ["reframing the problem together", "no"]
-    ds = datasets.Dataset.from_dict({"messages": [chat(a) for a in answers], "class_weight": [2.0, 0.5]})
-    trainer = make_trainer(ds, tmp_path, tokenizer=tok)
+    trainer = make_trainer(chat_rows([(a,) for a in answers], class_weight=[2.0, 0.5]), tmp_path, tokenizer=tok)
     with torch.no_grad():
         trainer.model.get_output_embeddings().weight.zero_()
     trainer.model.train()
-    rows = [dict(trainer.train_dataset[i]) for i in range(2)]
-    counts = [sum(t != -100 for t in r["labels"]) for r in rows]  # answer tokens + <|im_end|>
-    assert counts == [len(tok(a)["input_ids"]) + 1 for a in answers]
-    batch = trainer.data_collator([{k: r[k] for k in ("input_ids", "labels", "class_weight")} for r in rows])
-    assert batch["class_weight"].tolist() == [2.0, 0.5]
+    batch = next(iter(trainer.get_train_dataloader()))  # the trainer's own sampler and collator
+    counts = (batch["labels"] != -100).sum(-1).tolist()  # answer tokens + <|im_end|>, in the drawn order
+    weights = batch["class_weight"].tolist()
+    assert sorted(zip(counts, weights)) == sorted(zip([len(tok(a)["input_ids"]) + 1 for a in answers], [2.0, 0.5]))
     loss = trainer.compute_loss(trainer.model, dict(batch))
     vocab = trainer.model.get_output_embeddings().weight.shape[0]
-    expected = math.log(vocab) * (2.0 * counts[0] + 0.5 * counts[1]) / (counts[0] + counts[1])
+    expected = math.log(vocab) * (2.0 * max(counts) + 0.5 * min(counts)) / sum(counts)  # the long answer weighs 2
     assert loss.item() == pytest.approx(expected, rel=1e-5)
     # evaluation loss stays the plain token mean
     trainer.model.eval()
-    batch = trainer.data_collator([{k: r[k] for k in ("input_ids", "labels", "class_weight")} for r in rows])
+    batch = next(iter(trainer.get_train_dataloader()))
     assert trainer.compute_loss(trainer.model, dict(batch)).item() == pytest.approx(math.log(vocab), rel=1e-5)
 
 
 def test_class_weights_with_packing_is_refused(tmp_path):
-    import datasets
-
-    ds = datasets.Dataset.from_dict({"messages": [chat("a"), chat("b")], "class_weight": [1.0, 2.0]})
+    ds = chat_rows([("a",), ("b",)], class_weight=[1.0, 2.0])
     with pytest.raises(ValueError, match="train.packing=false"):
         make_trainer(ds, tmp_path, packing=True, max_length=64)
 

@@ -16,7 +16,7 @@ from rescue_train.settings import CONF_DIR
 from rescue_train.training.config import compose, recipe_names, split_recipe
 
 LORA_RECIPES = ["all_lora", "er_lora", "itp_lora", "rpp_lora", "ssp_lora", "stp_lora", "vp_lora"]
-PRESETS = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml"))
+PRESETS = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml") if p.stem != "any")
 
 
 def test_every_lora_recipe_is_shipped():
@@ -33,6 +33,23 @@ def test_every_recipe_composes_with_every_model_preset(recipe, model):
     assert cfg.lora.target_modules == cfg.model.lora_target_modules
 
 
+def test_any_hub_model_by_name_without_a_preset():
+    cfg = compose("ssp_lora", ["model=any", "model.path=HuggingFaceTB/SmolLM2-360M-Instruct"])
+    assert (cfg.model.name, cfg.output_dir) == ("SmolLM2-360M-Instruct", "runs/ssp_lora/SmolLM2-360M-Instruct/fold0")
+    assert (cfg.lora.target_modules, cfg.model.chat_template, cfg.train.precision) == ("all-linear", None, "auto")
+    with pytest.raises(ValueError, match=r"recipe ssp_lora: set model.path \(e.g. model.path=...\)"):
+        compose("ssp_lora", ["model=any"])
+    # a template file of one's own is a typed key (null by default: the model's own)
+    assert compose("ssp_lora", ["model=tiny", "model.chat_template=/t/mine.jinja"]).model.chat_template == "/t/mine.jinja"
+
+
+def test_presets_set_precision_and_attention():
+    gemma = compose("ssp_lora", ["model=gemma-3-1b-it"])
+    assert (gemma.train.precision, gemma.model.attn_implementation) == ("bf16", "eager")
+    assert compose("ssp_lora", ["model=gemma-3-1b-it", "train.precision=fp32"]).train.precision == "fp32"
+    assert compose("ssp_lora", ["model=qwen3-8b"]).train.precision == "auto"
+
+
 def test_ssp_recipe_defaults_and_overrides():
     cfg = compose("ssp_lora", ["train.lr=1e-4", "data.test_fold=2", "balance.class_weights=balanced"])
     assert dict(cfg.tasks) == {"ssp": 1.0}
@@ -46,11 +63,11 @@ def test_all_lora_mixes_the_six_tasks():
         "itp": 1.0, "rpp": 1.0, "stp": 1.0, "ssp": 1.0, "er": 1.0, "vp": 2.0}
 
 
-def test_real_presets_name_their_hub_model_template_and_projections():
+def test_real_presets_name_their_hub_model_and_projections_and_keep_its_own_template():
     qwen = compose("ssp_lora", ["model=qwen2.5-7b-instruct"]).model
-    assert (qwen.path, qwen.chat_template) == ("Qwen/Qwen2.5-7B-Instruct", "chatml")
+    assert (qwen.path, qwen.chat_template) == ("Qwen/Qwen2.5-7B-Instruct", None)
     llama = compose("ssp_lora", ["model=llama-3.1-8b-instruct"]).model
-    assert (llama.path, llama.chat_template) == ("meta-llama/Llama-3.1-8B-Instruct", "llama3")
+    assert (llama.path, llama.chat_template) == ("meta-llama/Llama-3.1-8B-Instruct", None)
     assert list(llama.lora_target_modules) == ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
                                                "down_proj"]
 
@@ -128,3 +145,33 @@ def test_accelerate_configs_load(name):
     config = load_config_from_file(str(ROOT / "configs" / "accelerate" / f"{name}.yaml"))
     assert config.distributed_type.value == {"single_gpu": "NO", "multi_gpu": "MULTI_GPU", "fsdp": "FSDP",
                                              "zero3": "DEEPSPEED"}[name]
+
+
+# The architecture behind each hub preset, for a randomly initialised miniature of it (no download).
+ARCHITECTURES = {"qwen2.5-0.5b-instruct": "Qwen2Config", "qwen2.5-1.5b-instruct": "Qwen2Config",
+                 "qwen2.5-7b-instruct": "Qwen2Config", "qwen3-8b": "Qwen3Config", "smollm2": "LlamaConfig",
+                 "llama-3.1-8b-instruct": "LlamaConfig", "gemma-3-1b-it": "Gemma3TextConfig",
+                 "mistral-7b-instruct-v0.3": "MistralConfig", "phi-4-mini-instruct": "Phi3Config"}
+
+
+def test_every_hub_preset_has_its_architecture_listed():
+    assert set(ARCHITECTURES) == set(PRESETS) - {"tiny"}
+
+
+@pytest.mark.parametrize("preset", sorted(ARCHITECTURES))
+def test_preset_lora_targets_are_the_architectures_projections(preset):
+    """Every module a preset names exists in its architecture and gets a LoRA pair; with its attention."""
+    import transformers
+    from peft import get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    from rescue_train.training.models import lora_config
+
+    cfg = compose("ssp_lora", [f"model={preset}"])
+    config = getattr(transformers, ARCHITECTURES[preset])(
+        vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2,
+        num_key_value_heads=1, head_dim=32, pad_token_id=0)
+    model = AutoModelForCausalLM.from_config(config, attn_implementation=cfg.model.attn_implementation or "sdpa")
+    adapted = get_peft_model(model, lora_config(cfg.lora))
+    wrapped = {name.rsplit(".", 1)[-1] for name, module in adapted.named_modules() if hasattr(module, "lora_A")}
+    assert wrapped == set(cfg.model.lora_target_modules)

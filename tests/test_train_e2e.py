@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -11,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from sft_helpers import ROOT, chat, make_trainer, tiny_model
+from sft_helpers import ROOT, chat_rows, make_trainer, tiny_model
 
-from rescue_train.training.templates import CHATML
+from rescue_train.training.tiny import CHAT_TEMPLATE
 
 FAST = ["model=tiny", "train.max_steps=2", "train.batch_size=2", "train.grad_accum=1", "train.eval_steps=2",
         "train.logging_steps=1", "train.lr=1e-2"]
@@ -40,7 +41,8 @@ def test_accelerate_launch_leaves_a_loadable_adapter_and_its_provenance(launched
     model = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(prov["base_model"]),
                                       str(launched_run / "adapter"))
     assert model.peft_config["default"].r == 16
-    assert (launched_run / "adapter" / "chat_template.jinja").read_text() == CHATML
+    assert (launched_run / "adapter" / "chat_template.jinja").read_text() == CHAT_TEMPLATE  # the model's own
+    assert prov["chat_template_sha256"] == hashlib.sha256(CHAT_TEMPLATE.encode()).hexdigest()[:16]
     meta = json.loads((launched_run / "data" / "convert_meta.json").read_text())
     assert prov["data"]["train_instances"] == meta["tasks"]["ssp"]["splits"]["train"]
     assert prov["data"]["validation_instances"] == meta["tasks"]["ssp"]["splits"]["validation"]
@@ -109,11 +111,8 @@ def test_resume_true_without_checkpoint_is_an_error(tmp_path):
 
 @pytest.mark.slow
 def test_loss_falls_when_overfitting_one_batch(tmp_path):
-    import datasets
-
-    rows = [chat(a, q) for a, q in [("yes", "Speak now?"), ("no", "Wait?"), ("reframing", "Strategy?"),
-                                     ("Couple", "Target?")]]
-    trainer = make_trainer(datasets.Dataset.from_dict({"messages": rows}), tmp_path, max_steps=30,
+    rows = chat_rows([("yes", "Speak now?"), ("no", "Wait?"), ("reframing", "Strategy?"), ("Couple", "Target?")])
+    trainer = make_trainer(rows, tmp_path, max_steps=30,
                            per_device_train_batch_size=4, learning_rate=1e-2, logging_steps=1,
                            gradient_checkpointing=False, lr_scheduler_type="constant")
     trainer.train()
@@ -154,3 +153,29 @@ def test_two_process_cpu_ddp_splits_the_batches(tmp_path):
     assert prov["status"] == "finished" and prov["global_step"] == 2
     # an epoch is ceil(n / (2 ranks x 2)) steps; a single process would need ceil(n / 2)
     assert prov["metrics"]["epoch"] == pytest.approx(2 / math.ceil(prov["data"]["train_instances"] / 4))
+
+
+@pytest.mark.slow
+def test_any_model_by_name_trains_packed(tmp_path):
+    """model=any with model.path (here the tiny model's name) and packing, through the whole run (the packed
+    rows' loss: tests/test_sft_templates.py)."""
+    from rescue_train.training.config import compose
+    from rescue_train.training.sft import run
+
+    cfg = compose("ssp_lora", [*FAST, "model=any", "model.path=tiny", "train.packing=true", "balance.sampling=none",
+                               "train.eval_steps=0", "train.report_to=[none]", f"output_dir={tmp_path}"])
+    assert cfg.model.name == "tiny" and cfg.lora.target_modules == "all-linear"
+    run(cfg)
+    prov = json.loads((tmp_path / "provenance.json").read_text())
+    assert prov["status"] == "finished" and prov["global_step"] == 2 and prov["model_preset"] == "tiny"
+
+
+@pytest.mark.slow
+def test_class_weighted_answer_tokens_train_through_the_run(tmp_path):
+    from rescue_train.training.config import compose
+    from rescue_train.training.sft import run
+
+    run(compose("ssp_lora", [*FAST, "balance.class_weights=balanced", "train.eval_steps=0", "train.report_to=[none]",
+                             f"output_dir={tmp_path}"]))
+    prov = json.loads((tmp_path / "provenance.json").read_text())
+    assert prov["status"] == "finished" and prov["global_step"] == 2 and prov["metrics"]["train_loss"] > 0

@@ -13,6 +13,7 @@ class-balanced classifier. Shipped recipes: {recipes}; or the path to your own Y
 Examples:
   accelerate launch train.py recipe=ssp_lora model=tiny train.max_steps=20
   accelerate launch --config_file configs/accelerate/single_gpu.yaml train.py recipe=ssp_lora model=qwen2.5-7b-instruct
+  accelerate launch train.py recipe=ssp_lora model=any model.path=ORG/CHAT-MODEL   # any chat model, no preset
   rescue-train train recipe=rpp_cls strategy=logit_adjusted [backend=torch] [data.test_fold=0]
 --cfg prints the resolved config and exits. Model presets (model=NAME): {models}; data blocks (data=NAME, or
 data=PATH for data.source=PATH): {data}. More in docs/training.md and docs/classifiers.md.

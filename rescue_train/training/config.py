@@ -15,6 +15,7 @@ The recipes and config blocks are package data (``rescue_train/conf``), found af
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..data.config import RENAMED, DataConfig, source_shortcut
@@ -27,11 +28,13 @@ __all__ = ["LoraRunConfig", "compose", "recipe_names", "split_recipe"]
 class ModelSettings:
     name: str = field(default="tiny", metadata=meaning("preset name (model=NAME picks conf/model/NAME.yaml)"))
     path: str = field(default="tiny", metadata=meaning("hub id, local folder, 'tiny', or package:MODULE/FILE.gguf"))
-    chat_template: str = field(default="chatml", metadata=meaning("the chat template the run trains with"))
+    chat_template: Optional[str] = field(default=None, metadata=meaning(
+        "null: the model's own chat template; a .jinja file only for a model that has none"))
     pad_token: Optional[str] = field(default=None, metadata=meaning("pad token when the tokenizer has none"))
     lora_target_modules: Any = field(default="all-linear", metadata=meaning("modules LoRA adapts"))
     gradient_checkpointing: bool = field(default=False, metadata=meaning("recompute activations (less memory)"))
     attn_implementation: Optional[str] = field(default=None, metadata=meaning("null: transformers' default"))
+    precision: str = field(default="auto", metadata=meaning("auto | bf16 | fp16 | fp32 (train.precision's default)"))
     quantization: str = field(default="none", metadata=meaning("none | 4bit (QLoRA: CUDA + bitsandbytes)"))
 
 
@@ -56,7 +59,7 @@ class TrainSettings:
     max_grad_norm: float = field(default=1.0, metadata=meaning("gradient clipping"))
     max_length: int = field(default=4096, metadata=meaning("tokens; longer instances are dropped (counted)"))
     packing: bool = field(default=False, metadata=meaning("pack instances into max_length rows"))
-    precision: str = field(default="auto", metadata=meaning("auto | bf16 | fp16 | fp32"))
+    precision: str = field(default="auto", metadata=meaning("default: model.precision; auto | bf16 | fp16 | fp32"))
     gradient_checkpointing: bool = field(default=False, metadata=meaning("default: model.gradient_checkpointing"))
     logging_steps: int = field(default=10, metadata=meaning("log every N steps"))
     eval_steps: int = field(default=100, metadata=meaning("validation loss and a checkpoint every N steps"))
@@ -115,16 +118,18 @@ def compose(recipe: str, overrides: Sequence[str] = ()):
 
     path = recipe_path(recipe)
     overrides = normalise(overrides)
+    # model=any names its run after the model: runs/<recipe>/<last part of model.path>/fold<k>
+    OmegaConf.register_new_resolver("model_name", lambda path: Path(str(path).rstrip("/")).name, replace=True)
     search = f"hydra.searchpath=[file://{CONF_DIR}]"
     try:
         with initialize_config_dir(config_dir=str(path.parent), version_base=None):
             cfg = hydra_compose(config_name=path.stem, overrides=[search, *overrides])
     except HydraException as exc:
         raise ConfigError(str(exc).splitlines()[0]) from None
-    OmegaConf.resolve(cfg)
-    missing = sorted(OmegaConf.missing_keys(cfg))
+    missing = _unset(OmegaConf.to_container(cfg, resolve=False))  # not what is derived from them
     if missing:
         raise ConfigError(f"recipe {path.stem}: set {', '.join(missing)} (e.g. {missing[0]}=...)")
+    OmegaConf.resolve(cfg)
     plain = OmegaConf.to_container(cfg)
     if "data" in plain:  # a user's recipe in the old spelling (data.build.*, data.k, ...)
         from ..settings import rename_in
@@ -134,3 +139,10 @@ def compose(recipe: str, overrides: Sequence[str] = ()):
     if typed.data.split not in ("kfold", "holdout"):
         raise ConfigError(f"data.split={typed.data.split} leaves nothing to train on; training needs kfold or holdout")
     return OmegaConf.structured(typed)
+
+
+def _unset(node, prefix: str = "") -> list[str]:
+    """The keys left ``???`` (mandatory) in a raw config container."""
+    if isinstance(node, dict):
+        return [k for key, value in node.items() for k in _unset(value, f"{prefix}{key}.")]
+    return [prefix[:-1]] if node == "???" else []

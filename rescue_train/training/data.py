@@ -18,7 +18,7 @@ from ..data.config import DataConfig
 from ..tasks import get_task
 from .weighting import class_key, class_weights, sampling_weights
 
-KEEP = ("messages", "id", "task", "scenario")
+KEEP = ("prompt", "completion", "chat_template_kwargs", "id", "task", "scenario")
 
 
 @dataclass
@@ -102,13 +102,13 @@ def add_balance_columns(train, cfg: Any):
 
 
 def fingerprint(train, validation) -> str:
-    """Hash of exactly what the model trains and validates on (ids and messages, in order)."""
+    """Hash of exactly what the model trains and validates on (ids, prompts and answers, in order)."""
     digest = hashlib.sha256()
     for ds in (train, validation):
         if ds is None:
             continue
-        for row_id, messages in zip(ds["id"], ds["messages"]):
-            digest.update(json.dumps([row_id, messages], ensure_ascii=False).encode())
+        for row_id, prompt, completion in zip(ds["id"], ds["prompt"], ds["completion"]):
+            digest.update(json.dumps([row_id, prompt + completion], ensure_ascii=False).encode())
     return digest.hexdigest()[:16]
 
 

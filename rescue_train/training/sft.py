@@ -2,7 +2,7 @@
 
 ``RUN_DIR`` (= ``output_dir``) holds:
 
-* ``adapter/`` – the PEFT adapter with the tokenizer and our training chat template (what the evaluator,
+* ``adapter/`` – the PEFT adapter with the tokenizer and the model's own chat template (what the evaluator,
   ``PeftModel.from_pretrained`` and vLLM's LoRA support load; the base model is ``provenance.json``'s
   ``base_model``);
 * ``config.yaml`` – the resolved config; ``provenance.json`` – versions, git commit, split manifest hash,
@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from pathlib import Path
@@ -50,7 +51,7 @@ def training_args(cfg: Any, run_dir: Path, has_validation: bool):
         bf16=dtype == torch.bfloat16, fp16=dtype == torch.float16,
         gradient_checkpointing=bool(t.gradient_checkpointing),
         gradient_checkpointing_kwargs={"use_reentrant": False} if t.gradient_checkpointing else None,
-        assistant_only_loss=True,
+        completion_only_loss=True,  # the data are prompt/completion rows: the loss falls on the answer
         logging_steps=int(t.logging_steps), logging_first_step=True,
         eval_strategy="steps" if evaluate else "no", eval_steps=int(t.eval_steps) if evaluate else None,
         save_strategy="steps", save_steps=int(t.eval_steps) if int(t.eval_steps) > 0 else 500,
@@ -129,6 +130,8 @@ def run(cfg: Any) -> Path:
     trainer = RescueSFTTrainer(model=model, args=args, train_dataset=train_data.train,
                                eval_dataset=train_data.validation, processing_class=tokenizer,
                                peft_config=lora_config(cfg.lora), callbacks=_callbacks(cfg, run_dir, is_main))
+    # which chat template rendered the data (the model's own unless model.chat_template names a file)
+    template = {"chat_template_sha256": hashlib.sha256(tokenizer.chat_template.encode()).hexdigest()[:16]}
     dropped = {}  # with packing, rows are bins of instances and cannot be compared with instance counts
     if not cfg.train.packing:
         dropped["train"] = len(train_data.train) - len(trainer.train_dataset)
@@ -139,7 +142,7 @@ def run(cfg: Any) -> Path:
     started = time.time()
     if is_main:
         write_json_atomic(run_dir / "provenance.json", provenance(cfg, resolved, base_path, train_data, {
-            "status": "running", "resumed_from": checkpoint, "dropped_too_long": dropped}))
+            "status": "running", "resumed_from": checkpoint, "dropped_too_long": dropped, **template}))
     result = trainer.train(resume_from_checkpoint=checkpoint)
     metrics = dict(result.metrics)
     evals = [e for e in trainer.state.log_history if "eval_loss" in e]  # the trainer evaluates the last step too
@@ -150,7 +153,7 @@ def run(cfg: Any) -> Path:
         write_json_atomic(run_dir / "provenance.json", provenance(cfg, resolved, base_path, train_data, {
             "status": "finished", "resumed_from": checkpoint, "dropped_too_long": dropped,
             "global_step": trainer.state.global_step, "train_seconds": round(time.time() - started, 2),
-            "metrics": metrics, "best_checkpoint": trainer.state.best_model_checkpoint}))
+            "metrics": metrics, "best_checkpoint": trainer.state.best_model_checkpoint, **template}))
         write_model_card(run_dir)
     args.distributed_state.wait_for_everyone()
     return run_dir

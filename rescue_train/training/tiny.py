@@ -2,8 +2,8 @@
 
 It is built offline in seconds, cached in a local folder and rebuilt when missing, so tests and the demo
 need no model hub. Its head size is 64 (hidden 128, 2 heads) because vLLM's CPU attention rejects heads
-smaller than 32. The chat template is ChatML with ``{% generation %}`` markers, which lets trl compute
-the loss on assistant tokens only.
+smaller than 32. A random model has no chat template of its own, so it ships one: ChatML, the layout of
+Qwen2.5 (the one place the project writes a template; every other model trains with its own).
 """
 
 from __future__ import annotations
@@ -11,13 +11,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-TINY_VERSION = "1"  # bump when the recipe below changes, so caches rebuild
+TINY_VERSION = "2"  # bump when the recipe below changes, so caches rebuild
 CHAT_TEMPLATE = (
     "{%- for message in messages %}"
-    "{%- if message['role'] == 'assistant' %}"
-    "{{- '<|im_start|>assistant\\n' }}{%- generation %}{{- message['content'] + '<|im_end|>' }}{%- endgeneration %}"
-    "{{- '\\n' }}"
-    "{%- else %}{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}{%- endif %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
     "{%- endfor %}"
     "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
 )

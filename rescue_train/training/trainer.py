@@ -1,5 +1,9 @@
 """trl's SFTTrainer plus what it lacks here: weighted sampling, class-weighted answer loss, throughput logs.
 
+The data are conversational prompt/completion rows: trl renders them with the model's own chat template and
+puts the loss on the answer; :mod:`rescue_train.chat` fits the prompts to the template and ends the loss at
+the answer's end-of-turn token, as the evaluator renders and scores them.
+
 The dataset may carry two per-instance columns (see :mod:`.weighting`):
 
 * ``sample_weight`` – draw probability; the training sampler becomes a seeded ``WeightedRandomSampler``
@@ -19,6 +23,8 @@ from typing import Any
 
 import torch
 from trl import SFTTrainer
+
+from ..chat import check_training_template, end_loss_at_turn_end, fold_system, special_tokens
 
 
 class ClassWeightCollator:
@@ -53,6 +59,22 @@ class RescueSFTTrainer(SFTTrainer):
             self.data_collator = ClassWeightCollator(self.data_collator)
         self._meter = torch.zeros(2, dtype=torch.float64)  # real tokens, padded-batch tokens since the last log
         self._meter_since: float | None = None
+
+    def _prepare_dataset(self, dataset, processing_class, args, packing, formatting_func, dataset_name):
+        """trl's preparation of conversational prompt/completion rows (loss on the completion, rendered with
+        the model's own template), with the prompts fitted to the template and the loss ended at the
+        end-of-turn token (:mod:`rescue_train.chat`)."""
+        from trl.data_utils import get_dataset_column_names
+
+        if "input_ids" in get_dataset_column_names(dataset):  # already prepared
+            return super()._prepare_dataset(dataset, processing_class, args, packing, formatting_func, dataset_name)
+        # in memory: several ranks would otherwise write the same cache files next to the run's data
+        if "prompt" in get_dataset_column_names(dataset) and check_training_template(self._tokenizer):
+            dataset = dataset.map(lambda row: {"prompt": fold_system(row["prompt"])}, keep_in_memory=True)
+        dataset = super()._prepare_dataset(dataset, processing_class, args, packing, formatting_func, dataset_name)
+        stop_ids = set(special_tokens(self._tokenizer).values())
+        return dataset.map(lambda row: {"labels": end_loss_at_turn_end(
+            row["labels"], row.get("seq_lengths") or [len(row["labels"])], stop_ids)}, keep_in_memory=True)
 
     def _set_signature_columns_if_needed(self):
         super()._set_signature_columns_if_needed()

@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from ...chat import answer_end, fit_prompt, folds_system, render, special_tokens
+
 Messages = list[dict[str, str]]
 
 
@@ -89,10 +91,11 @@ _PLACEHOLDER = "\u2063RESCUE_ANSWER\u2063"  # a string no answer or template con
 class ChatEncoder:
     """Chat template and tokenization shared by the local backends.
 
-    A candidate answer is scored as everything the chat template adds after the generation prompt when the
-    answer is the assistant's reply: the answer text plus the end-of-turn marker. Including the marker makes
-    the score the probability of answering exactly that label and stopping, so a label is not favoured for
-    being the prefix of another.
+    Prompts are rendered as training renders them (:mod:`rescue_train.chat`). A candidate answer is scored as
+    what the chat template adds after the generation prompt when the answer is the assistant's reply, up to
+    its end-of-turn token: the answer text plus the end-of-turn marker, as the training loss covers it.
+    Including the marker makes the score the probability of answering exactly that label and stopping, so a
+    label is not favoured for being the prefix of another.
     """
 
     def __init__(self, tokenizer):
@@ -100,9 +103,12 @@ class ChatEncoder:
             raise ValueError(f"the tokenizer of {tokenizer.name_or_path!r} has no chat template; "
                              "evaluate an instruction-tuned model or one saved with its chat template")
         self.tokenizer = tokenizer
+        self._fold = folds_system(tokenizer)
+        self._specials = list(special_tokens(tokenizer))
 
     def prompt_text(self, messages: Messages) -> str:
-        return self.tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        """The prompt as training rendered it (see :mod:`rescue_train.chat`)."""
+        return render(self.tokenizer, fit_prompt(self.tokenizer, messages, self._fold), generation_prompt=True)
 
     def encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
@@ -119,20 +125,22 @@ class ChatEncoder:
         slow = [self._continuation(prompt, messages, answers[0])] if answers else []
         tail = self._after_prompt(prompt, messages, _PLACEHOLDER)
         if tail is not None and tail.count(_PLACEHOLDER) == 1:
-            fast = [tail.replace(_PLACEHOLDER, a).rstrip() for a in answers]
+            head, _, after = tail.partition(_PLACEHOLDER)
+            fast = [head + a + answer_end(after, self._specials) for a in answers]
             if fast[:1] == slow:
                 return prompt, fast
         return prompt, slow + [self._continuation(prompt, messages, a) for a in answers[1:]]
 
     def _after_prompt(self, prompt: str, messages: Messages, answer: str) -> str | None:
-        full = self.tokenizer.apply_chat_template(messages + [{"role": "assistant", "content": answer}],
-                                                  tokenize=False)
+        conversation = fit_prompt(self.tokenizer, messages, self._fold) + [{"role": "assistant", "content": answer}]
+        full = render(self.tokenizer, conversation, generation_prompt=False)
         return full[len(prompt):] if full.startswith(prompt) else None
 
     def _continuation(self, prompt: str, messages: Messages, answer: str) -> str:
         tail = self._after_prompt(prompt, messages, answer)
         if tail is not None and answer in tail:
-            return tail.rstrip()
+            end = tail.index(answer) + len(answer)
+            return tail[:end] + answer_end(tail[end:], self._specials)
         # Templates that rewrite past assistant turns (e.g. dropping reasoning): answer plus end of sequence.
         return answer + (self.tokenizer.eos_token or "")
 
