@@ -306,7 +306,7 @@ def test_cli_exits_2_with_the_message_and_prints_notes(tmp_path, capsys):
     assert cli_main(["stats", str(path)]) == 0
     note = f"note: {path}:1, sample 'a/1', field 'participants': removed 'Therapist' {NOT_CLIENTS}"
     assert capsys.readouterr().out.rstrip().endswith(note)
-    assert cli_main(["convert", str(path), "--out", str(tmp_path / "out"), "--tasks", "itp", "--split", "none"]) == 0
+    assert cli_main(["convert", str(path), "--output-dir", str(tmp_path / "out"), "--tasks", "itp", "--split", "none"]) == 0
     assert note in capsys.readouterr().out
     meta = json.loads((tmp_path / "out" / "convert_meta.json").read_text())
     assert meta["load_notes"] == [note.removeprefix("note: ")]

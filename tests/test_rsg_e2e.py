@@ -24,7 +24,7 @@ from rescue_train.tasks import BuildOptions, build
 def test_convert_stats_and_baselines_cli(tmp_path, capsys):
     import datasets
 
-    assert rescue_train(["convert", "bundled", "--out", str(tmp_path), "--tasks", "rsg",
+    assert rescue_train(["convert", "bundled", "--output-dir", str(tmp_path), "--tasks", "rsg",
                          "--rsg-condition", "target_strategy", "--rsg-per-sample", "3"]) == 0
     lines = [json.loads(x) for x in (tmp_path / "rsg" / "instances.jsonl").read_text().splitlines()]
     expected = build("rsg", load_samples("bundled"), BuildOptions(rsg_condition="target_strategy", rsg_per_sample=3))

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from sft_helpers import chat_rows, make_trainer, tiny_tokenizer
+from sft_helpers import chat, chat_rows, make_trainer, tiny_tokenizer
 
 from rescue_train.training.weighting import class_key, class_weights, sampling_weights
 
@@ -150,3 +150,19 @@ def test_class_weighted_recipe_trains_through_its_evaluations(tmp_path):
     state = json.loads((tmp_path / "checkpoints" / "checkpoint-4" / "trainer_state.json").read_text())
     assert [e["step"] for e in state["log_history"] if "eval_loss" in e] == [2, 4]
     assert math.isfinite(prov["metrics"]["eval_loss"])
+
+
+def test_an_instance_whose_answer_max_length_would_cut_is_dropped(tmp_path):
+    """trl keeps the start of a too-long instance, which would train an answer that never ends; the trainer
+    drops it, and keeps an instance whose answer and end of turn fit, even if only the markup after them
+    was cut."""
+    tok = tiny_tokenizer()
+    short = chat("yes")
+    text = tok.apply_chat_template(short["prompt"] + short["completion"], tokenize=False)
+    full = tok(text, add_special_tokens=False)["input_ids"]
+    through_end_of_turn = len(full) - full[::-1].index(tok.convert_tokens_to_ids("<|im_end|>"))  # the answer's
+    trainer = make_trainer(chat_rows([("yes",), (" ".join(["maybe"] * 30),)]), tmp_path, tokenizer=tok,
+                           max_length=through_end_of_turn)
+    (kept,) = trainer.train_dataset
+    assert len(full) > through_end_of_turn  # the short one lost its trailing newline too, and is kept
+    assert tok.decode([t for t in kept["labels"] if t != -100]) == "yes<|im_end|>"

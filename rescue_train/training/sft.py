@@ -138,7 +138,8 @@ def run(cfg: Any) -> Path:
         if train_data.validation is not None:
             dropped["validation"] = len(train_data.validation) - len(trainer.eval_dataset)
     if any(dropped.values()):
-        log.warning("instances longer than train.max_length=%s tokens were dropped: %s", cfg.train.max_length, dropped)
+        log.warning("instances whose answer does not fit in train.max_length=%s tokens were dropped: %s",
+                    cfg.train.max_length, dropped)
     started = time.time()
     if is_main:
         write_json_atomic(run_dir / "provenance.json", provenance(cfg, resolved, base_path, train_data, {

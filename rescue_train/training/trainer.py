@@ -73,8 +73,14 @@ class RescueSFTTrainer(SFTTrainer):
             dataset = dataset.map(lambda row: {"prompt": fold_system(row["prompt"])}, keep_in_memory=True)
         dataset = super()._prepare_dataset(dataset, processing_class, args, packing, formatting_func, dataset_name)
         stop_ids = set(special_tokens(self._tokenizer).values())
-        return dataset.map(lambda row: {"labels": end_loss_at_turn_end(
+        dataset = dataset.map(lambda row: {"labels": end_loss_at_turn_end(
             row["labels"], row.get("seq_lengths") or [len(row["labels"])], stop_ids)}, keep_in_memory=True)
+        if packing or args.max_length is None:
+            return dataset
+        # trl keeps the start of an instance longer than max_length, which cuts its answer before the end of
+        # turn: drop it instead (run() counts the drop), so no model learns answers that never stop.
+        return dataset.filter(lambda row: len(row["input_ids"]) < args.max_length
+                              or any(t in stop_ids for t in row["labels"] if t != -100), keep_in_memory=True)
 
     def _set_signature_columns_if_needed(self):
         super()._set_signature_columns_if_needed()
