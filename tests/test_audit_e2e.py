@@ -232,3 +232,32 @@ def test_vllm_judge_with_structured_outputs(tmp_path, dialogue_file):
     assert results["judge"]["backend"] == "vllm"
     assert set(results["criteria"]) == {"bond_anchoring", "intimate_dyad", "inner_life", "return_hooks",
                                         "outward_scaffolding"}
+
+
+@pytest.mark.slow
+def test_audit_reads_a_real_rsg_eval_folder(tmp_path, capsys):
+    """The chain a user runs: `eval tasks=[rsg]` writes the generated turns (here a model behind a local
+    OpenAI-compatible server that always says TURN), `audit` judges them in their dialogue context beside the
+    real therapists' turns at the same rows."""
+    turn = "Can you tell him directly what you need? I am here for you."
+    evaluated, out = tmp_path / "eval", tmp_path / "audit"
+    with FakeOpenAIServer(answer=lambda content: turn) as model:
+        assert main(["eval", "backend=openai", "model=next-turn", f"base_url={model.url}", "tasks=[rsg]",
+                     "limit=2", "bertscore=none", "progress=false", f"output_dir={evaluated}"]) == 0
+    (results_file,) = evaluated.rglob("results.json")
+    assert [r["prediction"] for r in json.loads(results_file.read_text())["records"]] == [turn, turn]
+    capsys.readouterr()
+    with FakeOpenAIServer(answer=rule_judge) as judge:
+        code, printed, err = _cli([str(evaluated), "reference", "backend=openai", "model=judge",
+                                   f"base_url={judge.url}", f"output_dir={out}", "reference_rows=matched",
+                                   "bootstrap=200", "concurrency=1", "progress=false", "plots=false"], capsys)
+    assert code == 0, err
+    systems = json.loads((out / "results.json").read_text())["analysis"]["per_system"]
+    (name,) = [n for n in systems if n != "reference"]  # the real therapists and the evaluated model
+    model_rates = systems[name]["rates"]
+    # two couple turns of two sentences each; the rule judge marks "directly" as inter-member scaffolding (asked
+    # of multi-party turns) and "here for you" as bond anchoring
+    assert (systems[name]["turns"], systems[name]["sentences"]) == (2, 4)
+    assert (model_rates["inter_member_scaffolding"]["met"], model_rates["inter_member_scaffolding"]["n"]) == (2, 4)
+    assert (model_rates["bond_anchoring"]["met"], model_rates["bond_anchoring"]["n"]) == (2, 4)
+    assert systems["reference"]["turns"] == 2  # the real therapists' turns at the same two rows
