@@ -242,7 +242,8 @@ def step_ddp(args, work: Path) -> dict:
 def measure_backends(model_dir: str, adapter_run: str, backends: list[str], limit: int, batch_size: int) -> dict:
     """Instances/s per (backend, protocol) on the closed-set tasks, the same instances for every backend."""
     from rescue_train.data import load_samples
-    from rescue_train.evaluation.config import EvalConfig, make_backend, resolve_model
+    from rescue_train.evaluation.config import EvalConfig
+    from rescue_train.evaluation.models import make_backend, resolve_model
     from rescue_train.evaluation.protocols import predict
     from rescue_train.tasks import CLOSED_SET_TASKS, build
 
