@@ -71,7 +71,7 @@ def build_model(shape: str, smoke: bool, vocab_size: int | None, dtype, device: 
 
     from transformers import AutoTokenizer
 
-    from rescue_train.training.tiny import tiny_model_path
+    from rescue_train.tiny import tiny_model_path
 
     values = dict(SHAPES[shape])
     model_type = values.pop("model_type")
@@ -93,7 +93,7 @@ def build_model(shape: str, smoke: bool, vocab_size: int | None, dtype, device: 
 def tokenizer_vocab() -> int:
     from transformers import AutoTokenizer
 
-    from rescue_train.training.tiny import tiny_model_path
+    from rescue_train.tiny import tiny_model_path
 
     return len(AutoTokenizer.from_pretrained(tiny_model_path()))
 
@@ -121,8 +121,8 @@ def step_sft(args, work: Path) -> dict:
     from peft import LoraConfig, TaskType
     from trl import SFTConfig
 
-    from rescue_train.training.models import compute_dtype
-    from rescue_train.training.trainer import RescueSFTTrainer
+    from rescue_train.sft.models import compute_dtype
+    from rescue_train.sft.trainer import RescueSFTTrainer
 
     dtype = compute_dtype("auto")
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -159,7 +159,7 @@ def saved_eval_model(args, work: Path) -> Path:
     """The Qwen2.5-7B shape with the tokenizer's vocabulary, written once for the recipe runs and vLLM."""
     import torch
 
-    from rescue_train.training.models import compute_dtype
+    from rescue_train.sft.models import compute_dtype
 
     folder = work / "qwen2.5-7b-shape"
     if (folder / "config.json").exists():
@@ -184,8 +184,8 @@ def recipe_overrides(model_dir: Path, out: Path, steps: int, eval_steps: int) ->
 def run_recipe(overrides: list[str]) -> dict:
     import torch
 
-    from rescue_train.training.config import compose
-    from rescue_train.training.sft import run
+    from rescue_train.sft.config import compose
+    from rescue_train.sft.runner import run
 
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()

@@ -151,7 +151,7 @@ def test_a_record_that_lost_its_newline_is_not_glued_to_the_next(tmp_path):
 
 
 def test_resume_passes_over_a_checkpoint_cut_short_by_a_kill(tmp_path):
-    from rescue_train.training.sft import last_checkpoint
+    from rescue_train.sft.runner import last_checkpoint
 
     for step, complete in ((2, True), (4, True), (6, False)):
         folder = tmp_path / "checkpoints" / f"checkpoint-{step}"

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from rescue_train.evaluation.backends.hf import HFBackend, resolve_dtype
-from rescue_train.training.cli import main as train_main
-from rescue_train.training.models import compute_dtype
-from rescue_train.training.tiny import tiny_model_path
+from rescue_train.train_cli import main as train_main
+from rescue_train.sft.models import compute_dtype
+from rescue_train.tiny import tiny_model_path
 
 
 def _gpu(monkeypatch, *, count: int = 1, native_bf16: bool = True) -> None:

@@ -81,7 +81,7 @@ def resolve_model(cfg: EvalConfig) -> ModelSpec:
     if not model:
         raise ValueError("model is required (a local path, a hub name, or 'tiny'), unless an adapter names its base")
     if model == "tiny":
-        from ..training.tiny import tiny_model_path
+        from ..tiny import tiny_model_path
 
         model = str(tiny_model_path())
     tokenizer = cfg.tokenizer
