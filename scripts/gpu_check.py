@@ -11,7 +11,7 @@ config.json, below); the tokenizer is the tiny model's, trained offline on our b
    bf16, packing into 4096-token rows, 30 steps: tokens/s,
    peak memory, MFU (6 x parameters x tokens/s over the GPU's peak bf16 FLOP/s; LoRA skips the frozen
    weights' gradients, so the true utilisation is somewhat lower).
-2. ``weighted``: the ``ssp_lora`` recipe with ``balance.class_weights=sqrt`` through ``rescue_train.training``
+2. ``weighted``: the ``ssp_lora`` recipe with ``balance.class_weights=sqrt`` through ``rescue_train.sft``
    (conversion, class weights, evaluation every few steps, adapter) on the Qwen2.5-7B shape saved to disk
    (its vocabulary cut to the tokenizer's, so generated ids decode). Its adapter serves step 5.
 3. ``qlora``: the same recipe with ``model.quantization=4bit`` when CUDA and bitsandbytes are present.
