@@ -102,7 +102,7 @@ def test_a_local_judge_starts_after_the_predicting_backend_is_freed(monkeypatch,
 
 
 def test_greedy_evaluation_leaves_out_the_models_repetition_penalty(tmp_path):
-    """The rule both local backends follow (tests/test_vllm.py runs vLLM on the same kind of model): the
+    """The rule both local backends follow (tests/evaluation/test_vllm.py runs vLLM on the same kind of model): the
     penalty in generation_config.json would change the answer, yet the backend answers as without it."""
     from transformers import AutoModelForCausalLM
 

@@ -158,7 +158,7 @@ def test_two_process_cpu_ddp_splits_the_batches(tmp_path):
 @pytest.mark.slow
 def test_any_model_by_name_trains_packed(tmp_path):
     """model=any with model.path (here the tiny model's name) and packing, through the whole run (the packed
-    rows' loss: tests/test_sft_templates.py)."""
+    rows' loss: tests/sft/test_sft_templates.py)."""
     from rescue_train.sft.config import compose
     from rescue_train.sft.runner import run
 

@@ -13,7 +13,7 @@ from rescue_train.classifiers import compare
 from rescue_train.classifiers.compare import load_config
 from rescue_train.classifiers.compare.lora import balance_overrides, rank_command, training_command
 
-CPU_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "accelerate" / "cpu.yaml"
+CPU_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "accelerate" / "cpu.yaml"
 LLM_STRATEGIES = ["none", "inverse_freq", "sqrt_sampling", "balanced_sampling", "sqrt_weights",
                   "sqrt_sampling_sqrt_weights"]
 
