@@ -19,10 +19,10 @@ from .tasks import TASKS
 
 # command -> (module, function, one-line help); each function takes the remaining argv.
 DISPATCH = {
-    "train": ("rescue_train.training.cli", "main",
+    "train": ("rescue_train.train_cli", "main",
               "fine-tune with LoRA (recipe=ssp_lora) or train one classifier (recipe=rpp_cls strategy=...)"),
-    "merge": ("rescue_train.training.merge", "main", "merge a LoRA run into a full model: rescue-train merge RUN_DIR"),
-    "compare": ("rescue_train.training.compare", "main",
+    "merge": ("rescue_train.sft.merge", "main", "merge a LoRA run into a full model: rescue-train merge RUN_DIR"),
+    "compare": ("rescue_train.classifiers.compare", "main",
                 "compare rebalancing strategies: rescue-train compare recipe=rpp_cls strategies=[...] seeds=[...]"),
     "eval": ("rescue_train.evaluation.cli", "main",
              "evaluate a model or a training run: rescue-train eval run=RUN_DIR | model=... [key=value ...]"),

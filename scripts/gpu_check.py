@@ -11,7 +11,7 @@ config.json, below); the tokenizer is the tiny model's, trained offline on our b
    bf16, packing into 4096-token rows, 30 steps: tokens/s,
    peak memory, MFU (6 x parameters x tokens/s over the GPU's peak bf16 FLOP/s; LoRA skips the frozen
    weights' gradients, so the true utilisation is somewhat lower).
-2. ``weighted``: the ``ssp_lora`` recipe with ``balance.class_weights=sqrt`` through ``rescue_train.training``
+2. ``weighted``: the ``ssp_lora`` recipe with ``balance.class_weights=sqrt`` through ``rescue_train.sft``
    (conversion, class weights, evaluation every few steps, adapter) on the Qwen2.5-7B shape saved to disk
    (its vocabulary cut to the tokenizer's, so generated ids decode). Its adapter serves step 5.
 3. ``qlora``: the same recipe with ``model.quantization=4bit`` when CUDA and bitsandbytes are present.
@@ -71,7 +71,7 @@ def build_model(shape: str, smoke: bool, vocab_size: int | None, dtype, device: 
 
     from transformers import AutoTokenizer
 
-    from rescue_train.training.tiny import tiny_model_path
+    from rescue_train.tiny import tiny_model_path
 
     values = dict(SHAPES[shape])
     model_type = values.pop("model_type")
@@ -93,7 +93,7 @@ def build_model(shape: str, smoke: bool, vocab_size: int | None, dtype, device: 
 def tokenizer_vocab() -> int:
     from transformers import AutoTokenizer
 
-    from rescue_train.training.tiny import tiny_model_path
+    from rescue_train.tiny import tiny_model_path
 
     return len(AutoTokenizer.from_pretrained(tiny_model_path()))
 
@@ -121,8 +121,8 @@ def step_sft(args, work: Path) -> dict:
     from peft import LoraConfig, TaskType
     from trl import SFTConfig
 
-    from rescue_train.training.models import compute_dtype
-    from rescue_train.training.trainer import RescueSFTTrainer
+    from rescue_train.sft.models import compute_dtype
+    from rescue_train.sft.trainer import RescueSFTTrainer
 
     dtype = compute_dtype("auto")
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -159,7 +159,7 @@ def saved_eval_model(args, work: Path) -> Path:
     """The Qwen2.5-7B shape with the tokenizer's vocabulary, written once for the recipe runs and vLLM."""
     import torch
 
-    from rescue_train.training.models import compute_dtype
+    from rescue_train.sft.models import compute_dtype
 
     folder = work / "qwen2.5-7b-shape"
     if (folder / "config.json").exists():
@@ -184,8 +184,8 @@ def recipe_overrides(model_dir: Path, out: Path, steps: int, eval_steps: int) ->
 def run_recipe(overrides: list[str]) -> dict:
     import torch
 
-    from rescue_train.training.config import compose
-    from rescue_train.training.sft import run
+    from rescue_train.sft.config import compose
+    from rescue_train.sft.runner import run
 
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
@@ -242,7 +242,8 @@ def step_ddp(args, work: Path) -> dict:
 def measure_backends(model_dir: str, adapter_run: str, backends: list[str], limit: int, batch_size: int) -> dict:
     """Instances/s per (backend, protocol) on the closed-set tasks, the same instances for every backend."""
     from rescue_train.data import load_samples
-    from rescue_train.evaluation.config import EvalConfig, make_backend, resolve_model
+    from rescue_train.evaluation.config import EvalConfig
+    from rescue_train.evaluation.models import make_backend, resolve_model
     from rescue_train.evaluation.protocols import predict
     from rescue_train.tasks import CLOSED_SET_TASKS, build
 

@@ -55,7 +55,7 @@ def main() -> int:
     from rescue_train.evaluation.backends.vllm import VLLMBackend
     from rescue_train.evaluation.protocols import constraint, messages
     from rescue_train.tasks import CLOSED_SET_TASKS, TASKS, build
-    from rescue_train.training.tiny import tiny_model_path
+    from rescue_train.tiny import tiny_model_path
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="tiny")

@@ -182,7 +182,7 @@ def family_tokenizer(family: str):
     from tokenizers import AddedToken
     from transformers import AutoTokenizer
 
-    from rescue_train.training.tiny import tiny_model_path
+    from rescue_train.tiny import tiny_model_path
 
     template, specials, plain, bos, eos, _ = FAMILIES[family]
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_path())

@@ -15,8 +15,8 @@ def tiny_tokenizer():
     """The tiny model's tokenizer with its ChatML template (what a run's tokenizer holds)."""
     from omegaconf import OmegaConf
 
-    from rescue_train.training.models import load_tokenizer
-    from rescue_train.training.tiny import tiny_model_path
+    from rescue_train.sft.models import load_tokenizer
+    from rescue_train.tiny import tiny_model_path
 
     return load_tokenizer(OmegaConf.create({"chat_template": None, "pad_token": None}), str(tiny_model_path()))
 
@@ -24,7 +24,7 @@ def tiny_tokenizer():
 def tiny_model():
     from transformers import AutoModelForCausalLM
 
-    from rescue_train.training.tiny import tiny_model_path
+    from rescue_train.tiny import tiny_model_path
 
     return AutoModelForCausalLM.from_pretrained(tiny_model_path())
 
@@ -42,7 +42,7 @@ def sft_args(out: Path, **overrides):
 def make_trainer(dataset, out: Path, tokenizer=None, model=None, **overrides):
     from peft import LoraConfig, TaskType
 
-    from rescue_train.training.trainer import RescueSFTTrainer
+    from rescue_train.sft.trainer import RescueSFTTrainer
 
     return RescueSFTTrainer(
         model=model or tiny_model(), args=sft_args(out, **overrides), train_dataset=dataset,

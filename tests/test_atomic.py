@@ -118,7 +118,7 @@ def test_a_compare_killed_while_converting_its_data_reruns_cleanly(tmp_path):
 @pytest.mark.slow
 def test_a_killed_training_run_is_refused_until_it_is_resumed(tmp_path):
     """Killed after its first checkpoint: eval would otherwise take that checkpoint's adapter for the model."""
-    from rescue_train.evaluation.config import find_adapter
+    from rescue_train.evaluation.models import find_adapter
 
     run_dir = tmp_path / "run"
     args = [sys.executable, "-m", "rescue_train", "train", "recipe=ssp_lora", "model=tiny", "train.batch_size=2",
@@ -151,7 +151,7 @@ def test_a_record_that_lost_its_newline_is_not_glued_to_the_next(tmp_path):
 
 
 def test_resume_passes_over_a_checkpoint_cut_short_by_a_kill(tmp_path):
-    from rescue_train.training.sft import last_checkpoint
+    from rescue_train.sft.runner import last_checkpoint
 
     for step, complete in ((2, True), (4, True), (6, False)):
         folder = tmp_path / "checkpoints" / f"checkpoint-{step}"

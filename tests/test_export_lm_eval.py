@@ -11,7 +11,7 @@ from rescue_train.evaluation.config import load_config
 from rescue_train.evaluation.protocols import predict
 from rescue_train.evaluation.runner import load_instances
 from rescue_train.export.lm_eval import export
-from rescue_train.training.tiny import tiny_model_path
+from rescue_train.tiny import tiny_model_path
 
 LIMIT = 4
 

@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from rescue_train.evaluation.backends.hf import HFBackend, resolve_dtype
-from rescue_train.training.cli import main as train_main
-from rescue_train.training.models import compute_dtype
-from rescue_train.training.tiny import tiny_model_path
+from rescue_train.train_cli import main as train_main
+from rescue_train.sft.models import compute_dtype
+from rescue_train.tiny import tiny_model_path
 
 
 def _gpu(monkeypatch, *, count: int = 1, native_bf16: bool = True) -> None:
@@ -102,7 +102,7 @@ def test_a_local_judge_starts_after_the_predicting_backend_is_freed(monkeypatch,
 
 
 def test_greedy_evaluation_leaves_out_the_models_repetition_penalty(tmp_path):
-    """The rule both local backends follow (tests/test_vllm.py runs vLLM on the same kind of model): the
+    """The rule both local backends follow (tests/evaluation/test_vllm.py runs vLLM on the same kind of model): the
     penalty in generation_config.json would change the answer, yet the backend answers as without it."""
     from transformers import AutoModelForCausalLM
 

@@ -1,4 +1,5 @@
-"""The two training halves stay import-disjoint, and the baselines do not import the command line."""
+"""The two training halves (``rescue_train.sft``, ``rescue_train.classifiers``) stay import-disjoint, only the
+one ``train`` entry knows both, and the baselines do not import the command line."""
 
 from __future__ import annotations
 
@@ -6,40 +7,52 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-TRAINING = ROOT / "rescue_train" / "training"
-LORA = {"config", "data", "sft", "trainer", "models", "merge", "weighting"}
-CLASSIFIERS = {"balance", "classifier", "sklearn_path", "compare", "classify_run"}
+PACKAGE = ROOT / "rescue_train"
+HALVES = ("sft", "classifiers")
 
 
-def sibling_imports(path: Path, level: int = 1) -> set[str]:
-    """The modules of the same package that ``path`` imports (``from . import x``, ``from .x import y``; with
-    ``level`` 2, of the parent package)."""
+def imported_modules(path: Path, package: str) -> set[str]:
+    """The absolute names of the modules ``path`` (a file of the dotted ``package``) imports, relative imports
+    resolved against it."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level == level:
-            found |= {node.module.split(".")[0]} if node.module else {alias.name for alias in node.names}
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            found |= {module} | {f"{module}.{alias.name}" for alias in node.names}
     return found
 
 
-def training_imports(name: str) -> set[str]:
-    """The ``rescue_train.training`` modules that module or package ``name`` imports (a package's files reach
-    them with ``from .. import x``)."""
-    if (TRAINING / f"{name}.py").exists():
-        return sibling_imports(TRAINING / f"{name}.py")
+def half_imports(half: str) -> set[str]:
+    """Everything the files of ``rescue_train.<half>`` import."""
     found = set()
-    for path in (TRAINING / name).glob("*.py"):
-        found |= sibling_imports(path, level=2)
+    for path in (PACKAGE / half).rglob("*.py"):
+        package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
+        found |= imported_modules(path, package)
     return found
 
 
-def test_lora_and_classifier_modules_do_not_import_each_other():
-    for name in LORA:
-        assert not training_imports(name) & CLASSIFIERS, name
-    for name in CLASSIFIERS:
-        assert not training_imports(name) & LORA, name
+def test_resolves_relative_imports():
+    path = PACKAGE / "sft" / "models.py"
+    assert {"rescue_train.tiny", "rescue_train.devices"} <= imported_modules(path, "rescue_train.sft")
+
+
+def test_lora_and_classifier_packages_do_not_import_each_other():
+    for half, other in (HALVES, HALVES[::-1]):
+        crossing = {m for m in half_imports(half) if m == f"rescue_train.{other}" or m.startswith(f"rescue_train.{other}.")}
+        assert not crossing, (half, crossing)
+    assert not (PACKAGE / "training").exists(), "the halves live in rescue_train/sft and rescue_train/classifiers"
+
+
+def test_the_train_entry_dispatches_to_both_halves():
+    imported = imported_modules(PACKAGE / "train_cli.py", "rescue_train")
+    assert "rescue_train.sft.runner" in imported and "rescue_train.classifiers.classify_run" in imported
 
 
 def test_baseline_modules_do_not_import_the_cli():
     for path in (ROOT / "baselines").glob("*.py"):
         if path.name != "cli.py":
-            assert "cli" not in sibling_imports(path), path.name
+            assert not {m for m in imported_modules(path, "baselines") if m.endswith(".cli") or m == "baselines.cli"}, \
+                path.name

@@ -68,6 +68,14 @@ def test_table5_shape():
     assert TABLE5["GPT-4o"]["vp_bert"] == 0.8674
 
 
+def test_table5_columns_are_the_paper_tasks_report_columns():
+    """paper.py transcribes the printed column order; the tasks own the column keys. The two must agree, or
+    the report would print a paper value under another task's heading."""
+    from rescue_train.tasks import TASKS
+
+    assert tuple(c.key for task in paper.TASKS for c in TASKS[task].report_columns) == TABLE5_COLUMNS
+
+
 def test_every_table5_model_in_table11():
     for model in TABLE5:
         assert model in TABLE11

@@ -114,7 +114,7 @@ def test_eval_without_condition_judges_support_only(tmp_path):
     from rescue_train.evaluation.backends.hf import HFBackend
     from rescue_train.evaluation.config import load_config
     from rescue_train.evaluation.runner import run
-    from rescue_train.training.tiny import tiny_model_path
+    from rescue_train.tiny import tiny_model_path
 
     with rsg_judge_server() as server:
         cfg = load_config(["model=tiny", "tasks=[rsg]", "limit=3", "max_new_tokens=8", "bertscore=none",
@@ -127,8 +127,8 @@ def test_eval_without_condition_judges_support_only(tmp_path):
 
 
 def test_all_lora_mixes_rsg_in_with_its_weight(tmp_path):
-    from rescue_train.training.config import compose
-    from rescue_train.training.data import prepare
+    from rescue_train.sft.config import compose
+    from rescue_train.sft.data import prepare
 
     cfg = compose("all_lora", ["+tasks.rsg=2.0", f"output_dir={tmp_path}"])
     data = prepare(cfg, tmp_path, is_main=True, barrier=lambda: None)

@@ -13,7 +13,7 @@ from rescue_train.cli import main as rescue_train
 from rescue_train.data.config import DataConfig
 from rescue_train.evaluation.config import load_config
 from rescue_train.settings import ConfigError, RenamedWarning, describe, recipe_path
-from rescue_train.training.config import compose
+from rescue_train.sft.config import compose
 
 
 def test_train_values_are_typed_and_unknown_keys_get_a_suggestion():

@@ -131,7 +131,8 @@ def judge_identity(cfg: AuditConfig) -> dict[str, Any]:
 
 def make_judge(cfg: AuditConfig):
     """The judge backend, made through the evaluation's backend factory."""
-    from ..evaluation.config import EvalConfig, make_backend, resolve_model
+    from ..evaluation.config import EvalConfig
+    from ..evaluation.models import make_backend, resolve_model
 
     options = {f.name: getattr(cfg, f.name) for f in fields(ApiOptions)}
     eval_cfg = EvalConfig(model=cfg.model, tokenizer=cfg.tokenizer, backend=cfg.backend, batch_size=cfg.batch_size,

@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from ..data.schema import THERAPIST
 from ..evaluation.backends import Completion, Messages
 from ..tasks.base import answer_text, unfinished_reasoning
 
@@ -98,7 +99,7 @@ SETTINGS = {
     "single": {"supporter": "the assistant (an AI supporter)", "person": "the user",
                "roles": "'user' is the person seeking support and 'assistant' is the supporter"},
     "multi": {"supporter": "the therapist", "person": "the clients",
-              "roles": "'Therapist' is the supporter and every other name is a client (a partner or family "
+              "roles": f"'{THERAPIST}' is the supporter and every other name is a client (a partner or family "
                        "member) in couple or family therapy"},
 }
 

@@ -21,9 +21,11 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple
 
+# The one home of the speaker names the release uses for the therapist and for a whole group.
 THERAPIST = "Therapist"
-GROUP_SPEAKERS = ("Couple", "Family")
 SCENARIOS = ("couple", "family")
+GROUP_LABEL = {"couple": "Couple", "family": "Family"}  # the whole couple / family speaking or addressed
+GROUP_SPEAKERS = tuple(GROUP_LABEL.values())
 
 
 class HugeNumber(str):
@@ -268,7 +270,7 @@ class Sample:
 
     @property
     def group_label(self) -> str:
-        return "Couple" if self.scenario == "couple" else "Family"
+        return GROUP_LABEL[self.scenario]
 
     def row(self, row_index: int) -> Row:
         return self.rows[row_index - 1]
@@ -318,7 +320,7 @@ def infer_scenario(rows: list[Any]) -> str:
         for item in row.get("support_strategy") or []:
             if isinstance(item, Mapping):
                 names += list(item.get("target") or [])
-        if "Family" in names:
+        if GROUP_LABEL["family"] in names:
             return "family"
     return "couple"
 

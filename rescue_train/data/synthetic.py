@@ -66,12 +66,12 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
+from .schema import GROUP_LABEL, THERAPIST
+
 __all__ = ["BUNDLED_PATH", "mini_benchmark", "scaled_benchmark", "write_jsonl"]
 
 BUNDLED_PATH = Path(__file__).resolve().parent / "sample" / "mini_benchmark.jsonl"
 
-THERAPIST = "Therapist"
-GROUP = {"couple": "Couple", "family": "Family"}
 # Share of family samples in the release: 17 of 191.
 FAMILY_SHARE = (17, 191)
 ROWS = {"couple": (14, 30), "family": (35, 60)}
@@ -754,8 +754,8 @@ _BACKCHANNEL = ["Mm-hm.", "Okay.", "Right.", "Mm."]
 def _display(target: str) -> str:
     if target == THERAPIST:
         return "the therapist"
-    if target in ("Couple", "Family"):
-        return "everyone" if target == "Family" else "both partners"
+    if target in GROUP_LABEL.values():
+        return "everyone" if target == GROUP_LABEL["family"] else "both partners"
     return target
 
 
@@ -833,7 +833,7 @@ def _render(sample_id: str, unit_key: str, scene_names: list[str], names: dict[s
             background.append({"speaker": THERAPIST, "target": [speaker], "content": rng.choice(_BACKCHANNEL)})
 
         is_therapist = spec["kind"] == "therapist"
-        group_voice = speaker in GROUP.values()  # several people at once: no single body to describe
+        group_voice = speaker in GROUP_LABEL.values()  # several people at once: no single body to describe
         posture = [] if group_voice else cue(_POSTURE, 0.45 if is_therapist else 0.6)
         face = [] if group_voice else cue(_FACE, 0.55 if is_therapist else 0.75)
         self_directed = [] if group_voice else cue(_SELF, 0.05 if is_therapist else 0.3)

@@ -20,6 +20,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# Speaker / target label used for the whole group (multi-person targets collapse to it): one home, schema.
+from .schema import GROUP_LABEL, SCENARIOS, THERAPIST
+
 __all__ = [
     "Label",
     "COUPLE_RELATION_PATTERNS",
@@ -39,11 +42,7 @@ __all__ = [
     "describe",
 ]
 
-SCENARIOS = ("couple", "family")
 KINDS = ("relation", "strategy")
-# Speaker / target label used for the whole group (multi-person targets collapse to it).
-GROUP_LABEL = {"couple": "Couple", "family": "Family"}
-THERAPIST = "Therapist"
 
 
 @dataclass(frozen=True)

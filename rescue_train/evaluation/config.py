@@ -1,25 +1,21 @@
-"""The evaluation config (``key=value`` overrides, OmegaConf), model and adapter resolution, backend choice.
+"""The evaluation config: ``key=value`` overrides (OmegaConf), validation and the answer budgets. Model and
+adapter resolution and the backend factory live in ``evaluation.models``.
 
 ``run=RUN_DIR`` (one or several training run folders) takes everything that decides the prompts from the
 run: the whole data configuration (source, build options, mode, answer format, split, test fold and the
 run's own split manifest), the base model and the adapter with its tokenizer and chat template. An
 explicit ``data.*`` override that differs from the run is kept, with a warning naming the key.
-
-``adapter`` accepts a bare PEFT folder (``adapter_config.json`` inside) or a training run folder whose
-``provenance.json`` names the base model and which holds the adapter somewhere below it. With no ``model``
-given, the base model comes from the run's provenance or the adapter's own config.
 """
 
 from __future__ import annotations
 
 import json
 import warnings
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 from ..data.config import EVAL_RENAMED, DataConfig, from_mapping, source_shortcut
-from ..provenance import unfinished_training_run
 from ..settings import ConfigError, deprecated, dotlist, load, rename, rename_in
 from ..tasks import TASKS
 from .backends import BACKENDS
@@ -261,98 +257,6 @@ def validate(cfg: EvalConfig) -> None:
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
             raise ValueError(f"max_new_tokens must be a positive number or {{task: number}}, "
                              f"got {cfg.max_new_tokens!r}")
-
-
-@dataclass
-class ModelSpec:
-    """The base model, the adapters (name -> folder) and the tokenizer, as resolved from the config."""
-
-    model: str
-    adapters: dict[str, str]
-    tokenizer: str | None
-    provenance: dict[str, dict[str, Any]]  # adapter name -> its training provenance.json, when found
-    run_dirs: dict[str, str] = field(default_factory=dict)  # adapter name -> its training run folder
-
-
-def find_adapter(folder: Path) -> tuple[Path, dict[str, Any]]:
-    """The PEFT folder inside ``folder`` (itself, or the shallowest one below a run folder) and the run's
-    provenance (empty for a bare adapter)."""
-    if not folder.is_dir():
-        raise ValueError(f"adapter {folder}: no such folder")
-    provenance_file = folder / "provenance.json"
-    provenance = json.loads(provenance_file.read_text()) if provenance_file.exists() else {}
-    unfinished_training_run(folder, provenance)
-    if (folder / "adapter_config.json").exists():
-        return folder, provenance
-    named = folder / str(provenance.get("adapter", ""))
-    if provenance.get("adapter") and (named / "adapter_config.json").exists():
-        return named, provenance
-    found = sorted(folder.rglob("adapter_config.json"), key=lambda p: (len(p.parts), str(p)))
-    if not found:
-        raise ValueError(f"adapter {folder}: no adapter_config.json in it or below it (is it a LoRA run?)")
-    return found[0].parent, provenance
-
-
-def _base_of(adapter_dir: Path, provenance: dict[str, Any]) -> str | None:
-    for key in ("base_model", "model"):
-        if isinstance(provenance.get(key), str):
-            return provenance[key]
-    config = json.loads((adapter_dir / "adapter_config.json").read_text())
-    return config.get("base_model_name_or_path")
-
-
-def resolve_model(cfg: EvalConfig) -> ModelSpec:
-    adapters: dict[str, str] = {}
-    provenance: dict[str, dict[str, Any]] = {}
-    run_dirs: dict[str, str] = {}
-    bases = []
-    if cfg.backend == "openai":  # adapters are served models, addressed by name (vllm serve --lora-modules)
-        if not cfg.model:
-            raise ValueError("backend=openai needs model=<the served model's name>")
-        return ModelSpec(cfg.model, {a: a for a in as_list(cfg.adapter)}, None, {})
-    for entry in as_list(cfg.adapter):
-        folder = Path(entry).expanduser()
-        adapter_dir, prov = find_adapter(folder)
-        name = folder.resolve().name
-        if prov.get("recipe") and prov["recipe"] not in name:  # runs/<recipe>/<model>/fold<k>: name it by recipe
-            name = f"{prov['recipe']}-{name}"
-        while name in adapters:
-            name += "_"
-        adapters[name] = str(adapter_dir.resolve())
-        provenance[name] = prov
-        if prov:
-            run_dirs[name] = str(folder.resolve())
-        bases.append(_base_of(adapter_dir, prov))
-    model = cfg.model or next((b for b in bases if b), None)
-    if not model:
-        raise ValueError("model is required (a local path, a hub name, or 'tiny'), unless an adapter names its base")
-    if model == "tiny":
-        from ..training.tiny import tiny_model_path
-
-        model = str(tiny_model_path())
-    tokenizer = cfg.tokenizer
-    if tokenizer is None and cfg.backend != "openai":
-        tokenizer = next((p for p in adapters.values() if (Path(p) / "tokenizer_config.json").exists()), None)
-    return ModelSpec(model, adapters, tokenizer, provenance, run_dirs)
-
-
-def make_backend(cfg: EvalConfig, spec: ModelSpec):
-    if cfg.backend == "hf":
-        from .backends.hf import HFBackend
-
-        return HFBackend(spec.model, adapters=spec.adapters, tokenizer=spec.tokenizer, dtype=cfg.dtype,
-                         device=cfg.device, batch_size=cfg.batch_size)
-    if cfg.backend == "vllm":
-        from .backends.vllm import VLLMBackend
-
-        return VLLMBackend(spec.model, adapters=spec.adapters, tokenizer=spec.tokenizer, dtype=cfg.dtype,
-                           max_model_len=cfg.max_model_len, gpu_memory_utilization=cfg.gpu_memory_utilization,
-                           tensor_parallel_size=cfg.tensor_parallel_size, seed=cfg.seed,
-                           engine_args=dict(cfg.engine_args or {}), progress=cfg.progress)
-    from .backends.openai import OpenAIBackend
-
-    options = {f.name: getattr(cfg, f.name) for f in fields(ApiOptions) if f.name != "reasoning"}
-    return OpenAIBackend(spec.model, **{**options, "extra_body": dict(cfg.extra_body or {})})
 
 
 def reasons(section: ApiOptions, backend: str) -> bool:

@@ -29,8 +29,8 @@ from ..provenance import config_hash, git_commit, versions, write_json_atomic
 from ..settings import flatten
 from ..tasks import TASKS, Instance, build
 from .backends import BackendError
-from .config import (RUNTIME_KEYS, ApiOptions, EvalConfig, ModelSpec, budget_override, judge_budget, make_backend,
-                     resolve_model, to_dict)
+from .config import RUNTIME_KEYS, ApiOptions, EvalConfig, budget_override, judge_budget, to_dict
+from .models import ModelSpec, make_backend, resolve_model
 from .metrics import aggregate, table5_row, task_labels
 from .protocols import predict
 from .usage import print_estimate, usage_totals

@@ -89,7 +89,7 @@ def export(cfg, out: Path) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
     from ..evaluation.backends.base import ChatEncoder
-    from ..evaluation.config import resolve_model
+    from ..evaluation.models import resolve_model
     from ..evaluation.runner import load_instances
     from ..tasks import TASKS
 

@@ -12,7 +12,7 @@ dialogue from one prefill. The input mode selects the cue fields shown for each 
 
 from __future__ import annotations
 
-from ..data.schema import PersonCue, Row, Sample
+from ..data.schema import THERAPIST, PersonCue, Row, Sample
 from .base import MODES, Instance
 
 SYSTEM_PROMPT = (
@@ -59,7 +59,7 @@ def _context_parts(inst: Instance, mode: str, rows: str) -> list[str]:
     scenario = "a couple therapy session" if inst.scenario == "couple" else "a family therapy session"
     parts = [
         f"Setting: {scenario}. Participants: {', '.join(sample.participants)}; the therapist speaks as "
-        f"'Therapist'; '{sample.group_label}' stands for the whole {inst.scenario} speaking or addressed together.",
+        f"'{THERAPIST}'; '{sample.group_label}' stands for the whole {inst.scenario} speaking or addressed together.",
     ]
     if inst.context:
         parts.append(f"Conversation so far (rows {inst.context[0]}-{inst.context[-1]}):\n{rows}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..data.schema import Sample
-from ..data.taxonomy import GROUP_LABEL
+from ..data.schema import GROUP_LABEL
 from .base import BuildOptions, BuildResult, ClosedSetTask, Instance, ReportColumn, instance_id, window
 from .targets import candidate_targets, support_rows
 

@@ -16,7 +16,7 @@ from rescue_train.evaluation.config import load_config  # noqa: E402
 from rescue_train.evaluation.protocols import constraint, messages  # noqa: E402
 from rescue_train.evaluation.runner import run  # noqa: E402
 from rescue_train.tasks import CLOSED_SET_TASKS, TASKS, build  # noqa: E402
-from rescue_train.training.tiny import tiny_model_path  # noqa: E402
+from rescue_train.tiny import tiny_model_path  # noqa: E402
 
 pytestmark = pytest.mark.vllm
 

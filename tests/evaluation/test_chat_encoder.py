@@ -8,7 +8,7 @@ from transformers import AutoTokenizer
 from rescue_train.data import load_samples
 from rescue_train.evaluation.backends.base import ChatEncoder
 from rescue_train.tasks import TASKS, build, render
-from rescue_train.training.tiny import tiny_model_path
+from rescue_train.tiny import tiny_model_path
 
 
 @pytest.fixture(scope="module")

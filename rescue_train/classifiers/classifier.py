@@ -183,7 +183,7 @@ def make_loss(strategy: Strategy, counts: np.ndarray, settings: BalanceSettings)
 def _tokenizer(settings: TorchSettings):
     from transformers import AutoTokenizer
 
-    from .tiny import tiny_model_path
+    from ..tiny import tiny_model_path
 
     source = tiny_model_path() if settings.model in ("tiny", "tiny-bert") else settings.model
     tok = AutoTokenizer.from_pretrained(str(source))
@@ -196,7 +196,7 @@ def _tokenizer(settings: TorchSettings):
 def _model(settings: TorchSettings, tok, space: LabelSpace):
     from transformers import AutoModelForSequenceClassification, BertConfig
 
-    from .tiny import tiny_model_path
+    from ..tiny import tiny_model_path
 
     labels = {"id2label": dict(enumerate(space.names)), "label2id": {n: i for i, n in enumerate(space.names)}}
     if settings.model == "tiny-bert":

@@ -16,10 +16,10 @@ from baselines.runner import load_records
 from rescue_train.data.splits import LeakageError, SplitManifest
 from rescue_train.evaluation.metrics import aggregate
 from rescue_train.evaluation.metrics import task_labels
-from rescue_train.training.classifier import LabelSpace, Split, load_cls_rows
-from rescue_train.training.classify_run import check_no_leak
-from rescue_train.training.cli import main
-from rescue_train.training.compare import fold_data
+from rescue_train.classifiers.classifier import LabelSpace, Split, load_cls_rows
+from rescue_train.classifiers.classify_run import check_no_leak
+from rescue_train.train_cli import main
+from rescue_train.classifiers.compare import fold_data
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 FILES = ("config.yaml", "provenance.json", "predictions.jsonl", "metrics.json", "data/split_manifest.json")
@@ -138,7 +138,7 @@ def test_baselines_score_the_run_beside_themselves(sklearn_run, capsys):
 def test_torch_run_keeps_a_loadable_model(tmp_path, model, extra):
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from rescue_train.training.classifier import _Encoded, _logits
+    from rescue_train.classifiers.classifier import _Encoded, _logits
 
     run_dir = tmp_path / "run"
     assert train(run_dir, "backend=torch", "strategy=posthoc_la", f"torch.model={model}", "torch.steps=3",

@@ -27,7 +27,7 @@ def is_classifier_recipe(recipe: str) -> bool:
     """A classifier recipe names one ``task``; a LoRA recipe a ``tasks`` mixture on top of lora_defaults."""
     from omegaconf import OmegaConf
 
-    from ..settings import recipe_path
+    from .settings import recipe_path
 
     path = recipe_path(recipe)
     return path.stem.endswith("_cls") or "task" in OmegaConf.load(path)
@@ -35,8 +35,8 @@ def is_classifier_recipe(recipe: str) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    from ..settings import ConfigError, describe, plain_warnings, recipe_names
-    from .config import LoraRunConfig, compose, group_options, split_recipe
+    from .settings import ConfigError, describe, plain_warnings, recipe_names
+    from .sft.config import LoraRunConfig, compose, group_options, split_recipe
 
     plain_warnings()
     wants_help = any(a in ("-h", "--help") for a in argv)
@@ -51,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         recipe, overrides = split_recipe([a for a in argv if a not in ("--cfg", "-h", "--help")])
         if is_classifier_recipe(recipe):  # no LoRA config; the classifier trainer takes over
-            from .classify_run import main as train_classifier
+            from .classifiers.classify_run import main as train_classifier
 
             return train_classifier(argv)
         if wants_help:
@@ -67,14 +67,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(OmegaConf.to_yaml(cfg))
         return 0
-    from .launch import launch_problem
+    from .sft.launch import launch_problem
 
     problem = launch_problem(cfg, argv)
     if problem:
         print(f"rescue-train train: error: {problem}", file=sys.stderr)
         return 2
-    from ..data.schema import DataError
-    from .sft import run
+    from .data.schema import DataError
+    from .sft.runner import run
 
     try:
         run_dir = run(cfg)

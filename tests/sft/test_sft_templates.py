@@ -139,8 +139,8 @@ def test_a_chat_template_file_replaces_the_models_own_and_a_model_without_one_is
     from omegaconf import OmegaConf
 
     from chat_families import QWEN25
-    from rescue_train.training.models import load_tokenizer
-    from rescue_train.training.tiny import tiny_model_path
+    from rescue_train.sft.models import load_tokenizer
+    from rescue_train.tiny import tiny_model_path
 
     (tmp_path / "qwen.jinja").write_text(QWEN25)
     tokenizer = load_tokenizer(OmegaConf.create({"chat_template": str(tmp_path / "qwen.jinja")}), str(tiny_model_path()))
@@ -185,7 +185,7 @@ def smollm2():
     with its own chat template."""
     from omegaconf import OmegaConf
 
-    from rescue_train.training.models import load_tokenizer, resolve_model_path
+    from rescue_train.sft.models import load_tokenizer, resolve_model_path
 
     path = resolve_model_path(OmegaConf.load(CONF_DIR / "model" / "smollm2.yaml").path)
     return path, load_tokenizer(OmegaConf.create({"chat_template": None, "pad_token": None}), path)

@@ -11,9 +11,9 @@ import pytest
 
 from sft_helpers import ROOT
 
-from rescue_train.training.cli import main
+from rescue_train.train_cli import main
 from rescue_train.settings import CONF_DIR
-from rescue_train.training.config import compose, recipe_names, split_recipe
+from rescue_train.sft.config import compose, recipe_names, split_recipe
 
 LORA_RECIPES = ["all_lora", "er_lora", "itp_lora", "rpp_lora", "ssp_lora", "stp_lora", "vp_lora"]
 PRESETS = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml") if p.stem != "any")
@@ -98,7 +98,7 @@ def test_quantized_preset_is_refused_without_a_gpu():
     import torch
     from omegaconf import OmegaConf
 
-    from rescue_train.training.models import quantization_config
+    from rescue_train.sft.models import quantization_config
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
@@ -118,7 +118,7 @@ def test_train_command_works_from_any_directory(tmp_path):
 
 def test_training_data_is_the_fold_without_its_test_split(tmp_path):
     """all_lora reads the train and validation splits of every task; no test instance gets in."""
-    from rescue_train.training.data import prepare
+    from rescue_train.sft.data import prepare
 
     cfg = compose("all_lora", [f"output_dir={tmp_path}"])
     data = prepare(cfg, tmp_path, is_main=True, barrier=lambda: None)
@@ -165,7 +165,7 @@ def test_preset_lora_targets_are_the_architectures_projections(preset):
     from peft import get_peft_model
     from transformers import AutoModelForCausalLM
 
-    from rescue_train.training.models import lora_config
+    from rescue_train.sft.models import lora_config
 
     cfg = compose("ssp_lora", [f"model={preset}"])
     config = getattr(transformers, ARCHITECTURES[preset])(

@@ -11,7 +11,7 @@ import pytest
 
 from sft_helpers import chat, chat_rows, make_trainer, tiny_tokenizer
 
-from rescue_train.training.weighting import class_key, class_weights, sampling_weights
+from rescue_train.sft.weighting import class_key, class_weights, sampling_weights
 
 # one task, classes a:6, b:3, c:1 (10 instances)
 TASKS = ["ssp"] * 10
@@ -138,8 +138,8 @@ def test_class_weights_with_packing_is_refused(tmp_path):
 def test_class_weighted_recipe_trains_through_its_evaluations(tmp_path):
     """The recipe run as documented: class weights on the training rows only, evaluation at every 2 steps
     (the validation rows carry no weight and share the wrapped collator), then the run finishes."""
-    from rescue_train.training.config import compose
-    from rescue_train.training.sft import run
+    from rescue_train.sft.config import compose
+    from rescue_train.sft.runner import run
 
     cfg = compose("ssp_lora", ["model=tiny", "balance.class_weights=sqrt", "balance.sampling=none",
                                "train.max_steps=4", "train.eval_steps=2", "train.batch_size=2", "train.grad_accum=1",

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from rescue_train.training import compare
-from rescue_train.training.compare import load_config
-from rescue_train.training.compare.lora import balance_overrides, rank_command, training_command
+from rescue_train.classifiers import compare
+from rescue_train.classifiers.compare import load_config
+from rescue_train.classifiers.compare.lora import balance_overrides, rank_command, training_command
 
-CPU_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "accelerate" / "cpu.yaml"
+CPU_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "accelerate" / "cpu.yaml"
 LLM_STRATEGIES = ["none", "inverse_freq", "sqrt_sampling", "balanced_sampling", "sqrt_weights",
                   "sqrt_sampling_sqrt_weights"]
 
@@ -100,7 +100,7 @@ def test_lora_compare_rejects_bad_settings_clearly(argv, message):
 @pytest.mark.slow
 def test_lora_compare_tiny_two_strategies_two_folds_end_to_end(tmp_path, capsys):
     from rescue_train.data.splits import SplitManifest
-    from rescue_train.training.classifier import load_cls_rows
+    from rescue_train.classifiers.classifier import load_cls_rows
 
     out = tmp_path / "cmp"
     argv = ["recipe=ssp_lora", "model=tiny", "strategies=[sqrt_sampling_sqrt_weights]", "test_folds=[0,1]",

@@ -59,7 +59,7 @@ def test_build_convert_stats_and_weights(registered, tmp_path):
 
     from rescue_train.convert import ConvertConfig, convert
     from rescue_train.stats import compute_stats
-    from rescue_train.training.weighting import class_key
+    from rescue_train.sft.weighting import class_key
 
     golds = expected_golds()
     assert [i.gold for i in build(NAME, load_samples("bundled")).instances] == golds
@@ -79,7 +79,7 @@ def test_eval_with_hf_then_report(registered, tmp_path):
     from rescue_train.evaluation.protocols import constraint, max_new_tokens
     from rescue_train.evaluation.report import plot, render
     from rescue_train.evaluation.runner import run
-    from rescue_train.training.tiny import tiny_model_path
+    from rescue_train.tiny import tiny_model_path
 
     cfg = load_config(["model=tiny", f"tasks=[{NAME}]", "protocol=rank", "limit=6", "bertscore=none",
                        "progress=false", f"output_dir={tmp_path}"])

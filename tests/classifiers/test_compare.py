@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from sklearn.metrics import balanced_accuracy_score, f1_score
 
-from rescue_train.training import compare
-from rescue_train.training.classifier import LabelSpace
-from rescue_train.training.compare import (EvalSettings, Predictions, batch_metrics, frequency_groups, load_config,
+from rescue_train.classifiers import compare
+from rescue_train.classifiers.classifier import LabelSpace
+from rescue_train.classifiers.compare import (EvalSettings, Predictions, batch_metrics, frequency_groups, load_config,
                                            scope_statistics)
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from rescue_train.data.synthetic import BUNDLED_PATH, mini_benchmark, scaled_benchmark, write_jsonl
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # Paper Tables 7-10, written out here so that this test does not depend on the taxonomy module.
 TAXONOMY = {

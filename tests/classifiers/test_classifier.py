@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 import torch
 
-from rescue_train.training import balance
-from rescue_train.training.classifier import (BalanceSettings, LabelSpace, Split, TorchSettings, _head, _model,
+from rescue_train.classifiers import balance
+from rescue_train.classifiers.classifier import (BalanceSettings, LabelSpace, Split, TorchSettings, _head, _model,
                                               _tokenizer, fit_predict_torch, load_cls_rows, make_loss,
                                               training_indices)
-from rescue_train.training.sklearn_path import SklearnSettings, fit_predict_sklearn
+from rescue_train.classifiers.sklearn_path import SklearnSettings, fit_predict_sklearn
 
 COUPLE = ["pursue_withdraw", "repair_softening", "mixed_transition"]
 FAMILY = ["cooperative_family_alliance", "repair_softening"]
@@ -122,7 +122,7 @@ def test_gradient_accumulation_gives_the_same_update_as_one_large_batch(tmp_path
     """Four examples as one batch of 4, or as 2 accumulated batches of 2: plain SGD without clipping or
     dropout must take exactly the same step (the loss is a per-batch mean that the Trainer must divide by
     the accumulation steps)."""
-    from rescue_train.training.classifier import _Encoded, _trainer
+    from rescue_train.classifiers.classifier import _Encoded, _trainer
 
     rows = [row(i, "couple", label) for i, label in enumerate(COUPLE + COUPLE[:1])]
     space = LabelSpace.from_rows(rows)

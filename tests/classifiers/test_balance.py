@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from rescue_train.training import balance
+from rescue_train.classifiers import balance
 
 L1, L2 = 0.1269280110, 0.6931471806
 LOGITS = torch.tensor([[2.0, 0.0], [0.0, 0.0]])

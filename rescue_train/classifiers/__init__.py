@@ -1,0 +1,2 @@
+"""Class-balanced classifiers (torch and scikit-learn), the rebalancing strategies, and the strategy comparison
+(``compare/``). Import-disjoint from the LoRA half (:mod:`rescue_train.sft`)."""

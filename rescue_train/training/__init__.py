@@ -1,1 +1,0 @@
-"""Training: LoRA SFT recipes, class-balanced classifiers, the offline tiny model."""
