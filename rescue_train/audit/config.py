@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Optional
 
 from ..evaluation.backends import BACKENDS
-from ..evaluation.config import JUDGE_MAX_NEW_TOKENS, STRUCTURED, TOKEN_PARAMS, ApiOptions, reasons
+from ..evaluation.config import JUDGE_MAX_NEW_TOKENS, STRUCTURED, TOKEN_PARAMS, ApiOptions, EngineOptions, reasons
 from ..settings import ConfigError, meaning
 from .criteria import CRITERIA, EXPLORATORY_KEYS, IF_KEYS, OS_KEY
 from .split import MODES as SPLITTERS
@@ -24,19 +24,13 @@ class AuditData:
 
 
 @dataclass
-class AuditConfig(ApiOptions):
-    # The judge: any backend, as for eval; the API keys above (base_url, token_param, structured, reasoning...)
-    # are eval's.
+class AuditConfig(ApiOptions, EngineOptions):
+    # The judge: any backend, as for eval; the API keys (base_url, token_param, structured, reasoning...) and
+    # the local-engine keys (dtype, device, max_model_len...) are eval's own classes.
     backend: str = "hf"  # hf | vllm | openai
     model: Optional[str] = None  # a local path, a hub name, 'tiny', or the served/API model name
     tokenizer: Optional[str] = None  # default: the model's
     batch_size: int = 8  # prompts per generation batch (hf)
-    dtype: str = "auto"  # auto | bfloat16 | float16 | float32
-    device: Optional[str] = None  # hf: cpu, cuda, cuda:1 (default: a GPU when there is one)
-    max_model_len: Optional[int] = None  # vllm: context length (default: the model's)
-    gpu_memory_utilization: float = 0.9  # vllm: share of GPU memory the engine takes
-    tensor_parallel_size: int = 1  # vllm: GPUs per model
-    engine_args: Any = None  # extra keyword arguments for vllm.LLM
     max_new_tokens: Optional[int] = None  # default 256, 4096 when the judge reasons (as eval's judge)
     constrained: bool = True  # JSON-schema outputs where the backend has them (vllm; openai: see structured)
     # What is audited.

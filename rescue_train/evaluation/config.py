@@ -72,7 +72,19 @@ class BertScoreConfig:
 
 
 @dataclass
-class EvalConfig(ApiOptions):
+class EngineOptions:
+    """Keys of the local backends (hf, vllm), shared by eval and the audit's judge."""
+
+    dtype: str = "auto"  # auto | bfloat16 | float16 | float32
+    device: Optional[str] = None  # hf: cpu, cuda, cuda:1 (default: a GPU when there is one)
+    max_model_len: Optional[int] = None  # vllm: context length (default: the model's)
+    gpu_memory_utilization: float = 0.9  # vllm: share of GPU memory the engine takes
+    tensor_parallel_size: int = 1  # vllm: GPUs per model
+    engine_args: Any = None  # extra keyword arguments for vllm.LLM
+
+
+@dataclass
+class EvalConfig(ApiOptions, EngineOptions):
     model: Optional[str] = None  # a local path, a hub name, 'tiny', or the API model name (backend=openai)
     adapter: Any = None  # one folder or a list: PEFT folders or training run folders
     tokenizer: Optional[str] = None  # default: the adapter's own tokenizer files, else the model's
@@ -91,12 +103,6 @@ class EvalConfig(ApiOptions):
     chunk: Optional[int] = None  # instances per resumable step (default: hf batch, 1024 vllm, 64 openai)
     constrained: bool = True  # structured outputs where the backend has them (vllm; json mode for openai)
     rank_score: str = "sum"  # sum = log P(answer and end of turn); mean = per token
-    dtype: str = "auto"  # auto | bfloat16 | float16 | float32
-    device: Optional[str] = None  # hf: cpu, cuda, cuda:1 (default: a GPU when there is one)
-    max_model_len: Optional[int] = None  # vllm: context length (default: the model's)
-    gpu_memory_utilization: float = 0.9  # vllm: share of GPU memory the engine takes
-    tensor_parallel_size: int = 1  # vllm: GPUs per model
-    engine_args: Any = None  # extra keyword arguments for vllm.LLM
     progress: bool = True  # progress bars
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     bertscore: BertScoreConfig = field(default_factory=BertScoreConfig)
