@@ -153,10 +153,11 @@ def test_a_record_that_lost_its_newline_is_not_glued_to_the_next(tmp_path):
 def test_resume_passes_over_a_checkpoint_cut_short_by_a_kill(tmp_path):
     from rescue_train.sft.runner import last_checkpoint
 
-    for step, complete in ((2, True), (4, True), (6, False)):
+    # 6: killed before the trainer state was written; 8: killed while writing it (an empty file)
+    for step, state in ((2, "{}"), (4, "{}"), (6, None), (8, "")):
         folder = tmp_path / "checkpoints" / f"checkpoint-{step}"
         folder.mkdir(parents=True)
         (folder / "adapter_config.json").write_text("{}")
-        if complete:
-            (folder / "trainer_state.json").write_text("{}")
+        if state is not None:
+            (folder / "trainer_state.json").write_text(state)
     assert last_checkpoint(tmp_path, "auto") == str(tmp_path / "checkpoints" / "checkpoint-4")

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import time
 from pathlib import Path
@@ -62,14 +63,22 @@ def training_args(cfg: Any, run_dir: Path, has_validation: bool):
     ), dtype
 
 
+def _complete_state(path: Path) -> bool:
+    try:
+        json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return True
+
+
 def last_checkpoint(run_dir: Path, resume: Any) -> str | None:
     """The newest complete checkpoint: the trainer writes trainer_state.json last, so a checkpoint a kill
-    cut short lacks it and is passed over (resuming from it would fail)."""
+    cut short lacks it, or holds it half written, and is passed over (resuming from it would fail)."""
     from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
     folder = run_dir / "checkpoints"
     steps = {int(p.name.rsplit("-", 1)[1]): p for p in folder.glob(f"{PREFIX_CHECKPOINT_DIR}-*")
-             if p.name.rsplit("-", 1)[1].isdigit() and (p / "trainer_state.json").is_file()}
+             if p.name.rsplit("-", 1)[1].isdigit() and _complete_state(p / "trainer_state.json")}
     found = str(steps[max(steps)]) if steps else None
     mode = str(resume).lower()
     if mode not in ("auto", "true", "false"):
