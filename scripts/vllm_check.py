@@ -53,8 +53,8 @@ def main() -> int:
     from rescue_train.data import load_samples
     from rescue_train.evaluation.backends.hf import HFBackend
     from rescue_train.evaluation.backends.vllm import VLLMBackend
-    from rescue_train.evaluation.protocols import constraint, messages
-    from rescue_train.tasks import CLOSED_SET_TASKS, TASKS, build
+    from rescue_train.evaluation.protocols import constraint, rank_request
+    from rescue_train.tasks import CLOSED_SET_TASKS, build
     from rescue_train.tiny import tiny_model_path
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -76,8 +76,7 @@ def main() -> int:
     variants = [None, *adapters]
     samples = load_samples("bundled")
     insts = [i for t in CLOSED_SET_TASKS for i in build(t, samples).instances[:args.limit]]
-    requests = [(messages(i, "sft", "dialogue"), [TASKS[i.task].answer(i, "label", value=c) for c in i.candidates])
-                for i in insts]
+    requests = [rank_request(i, "dialogue") for i in insts]
     prompts = [m for m, _ in requests]
 
     def answers(backend) -> dict:

@@ -94,24 +94,29 @@ def ranked_record(inst: Instance, prompt: Messages, scored, rank_score: str) -> 
             "scores": instance_scores(inst.task, inst.gold, ranking)}
 
 
+def rank_request(inst: Instance, mode: str, fmt: str = "label") -> tuple[Messages, list[str]]:
+    """What the rank protocol scores for ``inst``: the sft prompt and every candidate's answer text (the
+    lm-eval export and the checks build the same requests from here)."""
+    return messages(inst, "sft", mode, fmt), [TASKS[inst.task].answer(inst, fmt, value=c) for c in inst.candidates]
+
+
 def predict(backend: Backend, instances: Sequence[Instance], *, protocol: str, mode: str, adapter: str | None,
             max_tokens: int | None = None, constrained: bool = True, rank_score: str = "sum",
             answer_format: str = "label") -> list[dict]:
     """Prediction records for ``instances``, in order: ranked ones in one scoring call, the rest in one
     generation call (the backend batches). ``answer_format`` is the data configuration's (sft and rank)."""
     fmt = answer_format
-    prompts = [messages(inst, "sft" if is_ranked(inst, protocol) else protocol, mode, fmt) for inst in instances]
     records: list[dict | None] = [None] * len(instances)
     ranked = [i for i, inst in enumerate(instances) if is_ranked(inst, protocol)]
     if ranked:
-        requests = [(prompts[i], [TASKS[instances[i].task].answer(instances[i], fmt, value=c)
-                                  for c in instances[i].candidates]) for i in ranked]
-        for i, scored in zip(ranked, backend.loglikelihood(requests, adapter=adapter)):
-            records[i] = ranked_record(instances[i], prompts[i], scored, rank_score)
+        requests = [rank_request(instances[i], mode, fmt) for i in ranked]
+        for i, (prompt, _), scored in zip(ranked, requests, backend.loglikelihood(requests, adapter=adapter)):
+            records[i] = ranked_record(instances[i], prompt, scored, rank_score)
     generated = [i for i in range(len(instances)) if records[i] is None]
     if generated:
         # ER/VP under the rank protocol are asked with the sft prompts.
         asked = {i: "sft" if protocol == "rank" else protocol for i in generated}
+        prompts = {i: messages(instances[i], asked[i], mode, fmt) for i in generated}
         try:
             texts = backend.generate(
                 [prompts[i] for i in generated],

@@ -70,15 +70,13 @@ def _group_yaml(tasks: Sequence[str]) -> str:
 
 def documents(instances, encoder, mode: str, fmt: str = "label") -> list[dict[str, Any]]:
     """One harness document per instance, from the same prompt and continuations as ``protocol=rank``."""
-    from ..evaluation.protocols import messages
-    from ..tasks import TASKS
+    from ..evaluation.protocols import rank_request
 
     docs = []
     for inst in instances:
         if inst.gold not in inst.candidates:
             raise DataError(f"instance {inst.id}: gold {inst.gold!r} is not among its candidates")
-        answers = [TASKS[inst.task].answer(inst, fmt, value=c) for c in inst.candidates]
-        prompt, continuations = encoder.continuation_texts(messages(inst, "sft", mode, fmt), answers)
+        prompt, continuations = encoder.continuation_texts(*rank_request(inst, mode, fmt))
         docs.append({"id": inst.id, "scenario": inst.scenario, "prompt": prompt, "choices": continuations,
                      "candidates": list(inst.candidates), "gold_index": inst.candidates.index(inst.gold)})
     return docs
