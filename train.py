@@ -2,7 +2,7 @@
 
 import sys
 
-from rescue_train.train_cli import main
+from rescue_train.cli.train import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

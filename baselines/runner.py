@@ -14,11 +14,12 @@ from typing import Any, Iterable, Sequence
 
 from threadpoolctl import threadpool_limits
 
+from rescue_train.data.config import BuildOptions
 from rescue_train.data.load import load_benchmark
 from rescue_train.data.splits import LeakageError, SplitManifest, make_manifest
-from rescue_train.evaluation.metrics import SCOPES, aggregate, table5_row, task_labels
 from rescue_train.provenance import config_hash, git_commit, versions
-from rescue_train.tasks import TASKS, BuildOptions, build
+from rescue_train.scoring.metrics import SCOPES, aggregate, table5_row, task_labels
+from rescue_train.tasks import TASKS, build
 
 from .registry import BASELINES
 
@@ -117,7 +118,7 @@ def predict_all(samples, manifest: SplitManifest, config: RunConfig) -> dict[str
 
 def add_bertscore(records: list[dict], model_path: str, num_layers: int) -> None:
     """BERTScore F1 of the records of tasks scored with it, in place, exactly as the evaluator computes it."""
-    from rescue_train.evaluation.bertscore import BertScore, texts
+    from rescue_train.scoring.bertscore import BertScore, texts
 
     chosen = [r for r in records if TASKS[r["task"]].bertscore]
     if not chosen:
@@ -130,9 +131,7 @@ def add_bertscore(records: list[dict], model_path: str, num_layers: int) -> None
 
 def add_judge(records: list[dict], samples, config: RunConfig) -> None:
     """The evaluator's judge scores of the records of judged tasks, in place (the same rubrics and prompts)."""
-    from rescue_train.evaluation.config import JudgeConfig
-    from rescue_train.evaluation.judge import Judge
-    from rescue_train.evaluation.runner import make_judge_backend
+    from rescue_train.scoring.judge import Judge, JudgeConfig, make_judge_backend
 
     chosen = [r for r in records if TASKS[r["task"]].judged]
     if not chosen:

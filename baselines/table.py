@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from rescue_train.evaluation.report import report_columns
 from rescue_train.paper import TABLE5, TABLE5_COLUMNS, TABLE11
 from rescue_train.paper import TASKS as PAPER_TASKS
-from rescue_train.tasks import TASKS
+from rescue_train.tasks import TASKS, report_columns
 
 COLUMNS = (*TABLE5_COLUMNS, "er_s_int")
 S_INT = ("er_s_int", "ER S_int", 2)  # the judge-free S_int, beside the report's columns

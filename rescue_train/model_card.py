@@ -9,7 +9,6 @@ results; a classifier run carries its own test-fold metrics from the start.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -119,7 +118,7 @@ def write_model_card(run_dir: str | Path, eval_results: Sequence[dict[str, Any]]
     results = list(eval_results)
     if not is_lora and (run_dir / "metrics.json").exists() and not results:
         # A classifier run evaluated its own test fold; shown through the same table as eval results.
-        from .evaluation.metrics import table5_row
+        from .scoring.metrics import table5_row
 
         aggregates = {prov["task"]: json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))}
         results = [{"label": "the run's own test-fold predictions",
@@ -154,20 +153,3 @@ def _read_results(path: str) -> list[dict[str, Any]]:
     if not files:
         raise FileNotFoundError(f"no results.json in {target}")
     return [json.loads(f.read_text(encoding="utf-8")) for f in files]
-
-
-def main(argv: Sequence[str]) -> int:
-    argv = list(argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE)
-        return 0 if argv else 2
-    try:
-        run_dir = Path(argv[0])
-        if not (run_dir / "provenance.json").exists():
-            raise FileNotFoundError(f"{run_dir} is not a training run folder (no provenance.json)")
-        path = write_model_card(run_dir, [r for p in argv[1:] for r in _read_results(p)])
-    except (OSError, ValueError, KeyError) as exc:
-        print(f"rescue-train card: error: {exc}", file=sys.stderr)
-        return 2
-    print(f"model card: {path}")
-    return 0

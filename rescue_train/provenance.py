@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import platform
 import subprocess
 from importlib import metadata
@@ -40,17 +39,6 @@ def git_commit(path: str | Path | None = None) -> str | None:
 
 def config_hash(config: Any) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def write_json_atomic(path: str | Path, data: Any) -> None:
-    """Write JSON through a temporary file and a rename, so a crash never leaves half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    # backslashreplace: a lone surrogate (from a model answer) is written as its JSON escape and reads back.
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False, default=str) + "\n",
-                   encoding="utf-8", errors="backslashreplace")
-    tmp.replace(path)
 
 
 def unfinished_training_run(run_dir: str | Path, provenance: dict[str, Any]) -> None:

@@ -2,8 +2,9 @@
 that name the key, unknown keys refused with a suggestion, old spellings renamed with a warning, ``--help``
 text written from the schema, and one resolver for shipped and user recipes.
 
-A schema is a dataclass whose fields carry ``metadata={"help": "one line"}``; nested dataclasses are
-sections (``train.lr``), ``Dict``/``Any`` fields take free sub-keys.
+A schema is a dataclass whose fields carry their meaning as ``field(..., metadata=meaning("one line"))``: the one
+place a key's help is written, and what ``--help`` prints. Nested dataclasses are sections (``train.lr``),
+``Dict``/``Any`` fields take free sub-keys.
 """
 
 from __future__ import annotations
@@ -143,6 +144,15 @@ def unflatten(flat: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def as_list(value: Any) -> list[str]:
+    """A list setting given as a list, a comma-separated string or nothing."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [v.strip() for v in value.split(",") if v.strip()]
+    return [str(v) for v in value]
+
+
 # ------------------------------------------------------------------------------------------ loading
 
 def check_keys(schema: type, given: Iterable[str], what: str) -> None:
@@ -206,31 +216,11 @@ def to_yaml(config: Any) -> str:
 
 # ------------------------------------------------------------------------------------------ --help
 
-def _comments(schema: type) -> dict[str, str]:
-    """Trailing ``# comments`` of a dataclass's field lines (its bases' too): the meaning of fields without help
-    metadata."""
-    import inspect
-    import re
-
-    comments: dict[str, str] = {}
-    for cls in reversed(schema.__mro__):  # a subclass's comment wins over its base's
-        if not dataclasses.is_dataclass(cls):
-            continue
-        try:
-            source = inspect.getsource(cls)
-        except (OSError, TypeError):
-            continue
-        found = re.findall(r"^\s+(\w+)\s*:[^#\n]*#\s*(.+)$", source, flags=re.MULTILINE)
-        comments.update({name: text.strip() for name, text in found})
-    return comments
-
-
 def describe(schema: type, prefix: str = "", skip: Sequence[str] = (), instance: Any = None) -> list[str]:
     """One line per key: ``name  type = default  meaning`` (defaults from ``instance``, else the schema's)."""
     lines = []
     instance = schema() if instance is None else instance
     hints = _hints(schema)
-    comments = _comments(schema)
     for f in dataclasses.fields(schema):
         key = prefix + f.name
         if key in skip:
@@ -243,7 +233,7 @@ def describe(schema: type, prefix: str = "", skip: Sequence[str] = (), instance:
             continue
         shown = "null" if default is None else str(default).lower() if isinstance(default, bool) else repr(default) \
             if isinstance(default, str) else str(default)
-        text = f.metadata.get("help") or comments.get(f.name, "")
+        text = f.metadata.get("help", "")
         lines.append(f"  {key:<30} {type_name(tp):<12} = {shown:<12} {text}".rstrip())
     return lines
 

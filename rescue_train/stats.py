@@ -9,9 +9,10 @@ from typing import Any, Sequence
 
 from . import paper
 from .data import Sample, load_benchmark
+from .data.config import BuildOptions
 from .data.splits import assign_units
 from .provenance import versions
-from .tasks import TASKS, BuildOptions, build
+from .tasks import TASKS, build
 from .tasks.context import PromptSizer
 from .tasks.rpp import DEFINITIONS
 

@@ -21,10 +21,11 @@ import time
 from pathlib import Path
 
 from rescue_train.data import load_samples
+from rescue_train.data.config import BuildOptions
 from rescue_train.data.splits import assign_units
 from rescue_train.data.synthetic import scaled_benchmark, write_jsonl
 from rescue_train.stats import main_stats
-from rescue_train.tasks import TASKS, BuildOptions
+from rescue_train.tasks import TASKS
 
 
 def best_of(repeat: int, fn) -> float:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from pathlib import Path
 
 for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ.setdefault(_name, "1")
@@ -22,9 +23,9 @@ for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
 
 def main() -> None:
     from rescue_train.data import load_samples
-    from rescue_train.evaluation.config import EvalConfig
-    from rescue_train.evaluation.models import make_backend, resolve_model
+    from rescue_train.evaluation.models import find_adapter
     from rescue_train.evaluation.protocols import predict
+    from rescue_train.inference import BackendSpec, EngineOptions, make_backend
     from rescue_train.tasks import CLOSED_SET_TASKS, build
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -41,13 +42,13 @@ def main() -> None:
     instances = [i for t in CLOSED_SET_TASKS for i in build(t, samples).instances[:args.limit]]
     rates: dict[tuple[str, str], float] = {}
     for backend_name in args.backends.split(","):
-        cfg = EvalConfig(model=args.model, adapter=args.adapter, backend=backend_name, batch_size=args.batch_size,
-                         progress=False, max_model_len=16384)
-        spec = resolve_model(cfg)
+        adapters = {"adapter": str(find_adapter(Path(args.adapter))[0])} if args.adapter else {}
+        spec = BackendSpec(backend=backend_name, model=args.model, adapters=adapters,
+                           engine=EngineOptions(max_model_len=16384), batch_size=args.batch_size, progress=False)
         started = time.perf_counter()
-        backend = make_backend(cfg, spec)
+        backend = make_backend(spec)
         print(f"{backend_name}: model loaded in {time.perf_counter() - started:.1f} s")
-        adapter = next(iter(spec.adapters), None)
+        adapter = next(iter(adapters), None)
         predict(backend, instances[:2], protocol="rank", mode="dialogue", adapter=adapter)  # warm-up
         for protocol in args.protocols.split(","):
             started = time.perf_counter()

@@ -50,10 +50,10 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from rescue_train.data import load_samples
-    from rescue_train.evaluation.backends.base import ChatEncoder
-    from rescue_train.evaluation.backends.hf import HFBackend
     from rescue_train.evaluation.protocols import predict
     from rescue_train.export.lm_eval import documents
+    from rescue_train.inference.base import ChatEncoder
+    from rescue_train.inference.hf import HFBackend
     from rescue_train.tasks import CLOSED_SET_TASKS, build
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -100,7 +100,7 @@ def main() -> None:
           f"({'meets' if agree == 1 else 'below'} the 100% target)")
 
     if args.vllm:
-        from rescue_train.evaluation.backends.vllm import VLLMBackend
+        from rescue_train.inference.vllm import VLLMBackend
 
         ours.close()
         engine = VLLMBackend(path, dtype="float32", max_model_len=16384, seed=0, progress=False)

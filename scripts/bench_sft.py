@@ -28,13 +28,13 @@ def sft_rows(task: str, out: str):
 
 def measure(model_path: str, rows, packing: bool, args, out: str) -> dict:
     import torch
+    from omegaconf import OmegaConf
     from peft import LoraConfig, TaskType
     from transformers import AutoModelForCausalLM
     from trl import SFTConfig
 
     from rescue_train.sft.models import compute_dtype, load_tokenizer
     from rescue_train.sft.trainer import RescueSFTTrainer
-    from omegaconf import OmegaConf
 
     dtype = compute_dtype("auto")
     tokenizer = load_tokenizer(OmegaConf.create({"chat_template": None, "pad_token": None}), model_path)

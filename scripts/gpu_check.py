@@ -67,9 +67,7 @@ class Skipped(Exception):
 
 def build_model(shape: str, smoke: bool, vocab_size: int | None, dtype, device: str):
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    from transformers import AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
     from rescue_train.tiny import tiny_model_path
 
@@ -242,22 +240,22 @@ def step_ddp(args, work: Path) -> dict:
 def measure_backends(model_dir: str, adapter_run: str, backends: list[str], limit: int, batch_size: int) -> dict:
     """Instances/s per (backend, protocol) on the closed-set tasks, the same instances for every backend."""
     from rescue_train.data import load_samples
-    from rescue_train.evaluation.config import EvalConfig
-    from rescue_train.evaluation.models import make_backend, resolve_model
+    from rescue_train.evaluation.models import find_adapter
     from rescue_train.evaluation.protocols import predict
+    from rescue_train.inference import BackendSpec, EngineOptions, make_backend
     from rescue_train.tasks import CLOSED_SET_TASKS, build
 
     samples = load_samples("bundled")
     instances = [i for t in CLOSED_SET_TASKS for i in build(t, samples).instances[:limit]]
     rates: dict[str, float] = {}
     for name in backends:
-        cfg = EvalConfig(model=model_dir, adapter=adapter_run, backend=name, batch_size=batch_size, progress=False,
-                         max_model_len=8192, gpu_memory_utilization=0.85)
-        spec = resolve_model(cfg)
+        spec = BackendSpec(backend=name, model=model_dir, adapters={"adapter": str(find_adapter(Path(adapter_run))[0])},
+                           engine=EngineOptions(max_model_len=8192, gpu_memory_utilization=0.85),
+                           batch_size=batch_size, progress=False)
         started = time.perf_counter()
-        backend = make_backend(cfg, spec)
+        backend = make_backend(spec)
         rates[f"{name}.load_seconds"] = round(time.perf_counter() - started, 1)
-        adapter = next(iter(spec.adapters))
+        adapter = "adapter"
         predict(backend, instances[:2], protocol="rank", mode="dialogue", adapter=adapter)  # warm-up
         for protocol in ("rank", "sft"):
             started = time.perf_counter()

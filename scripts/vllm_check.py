@@ -51,9 +51,9 @@ def main() -> int:
     import torch
 
     from rescue_train.data import load_samples
-    from rescue_train.evaluation.backends.hf import HFBackend
-    from rescue_train.evaluation.backends.vllm import VLLMBackend
     from rescue_train.evaluation.protocols import constraint, rank_request
+    from rescue_train.inference.hf import HFBackend
+    from rescue_train.inference.vllm import VLLMBackend
     from rescue_train.tasks import CLOSED_SET_TASKS, build
     from rescue_train.tiny import tiny_model_path
 

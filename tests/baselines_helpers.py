@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from rescue_train.data.config import BuildOptions
 from rescue_train.data.schema import Location, Sample, parse_sample
-from rescue_train.tasks import BuildOptions, build
+from rescue_train.tasks import build
 
 
 def row(speaker: str, dialogue: str = "I keep saying the same thing to you.", target: tuple[str, ...] = (),

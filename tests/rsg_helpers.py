@@ -7,11 +7,11 @@ import json
 import re
 
 import pytest
-
 from evaluation_helpers import FakeOpenAIServer
 
 from rescue_train.data import load_samples
-from rescue_train.tasks import BuildOptions, build
+from rescue_train.data.config import BuildOptions
+from rescue_train.tasks import build
 
 CANDIDATE = 'Candidate next therapist turn: "'
 

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rescue_train.atomic import complete_or_absent
-from rescue_train.evaluation.runner import append_jsonl, read_jsonl
+from rescue_train.io import append_jsonl, complete_or_absent, read_jsonl
 
 
 def tree(folder: Path) -> dict[str, bytes]:
@@ -106,8 +105,8 @@ def test_an_output_path_that_is_a_file_is_refused(tmp_path):
 @pytest.mark.slow
 def test_a_compare_killed_while_converting_its_data_reruns_cleanly(tmp_path):
     out = tmp_path / "cmp"
-    args = [sys.executable, "-m", "rescue_train", "compare", "recipe=rpp_cls", "strategies=[none]", "folds=[0]",
-            f"out_dir={out}", "evaluation.bootstrap=20", "evaluation.permutations=20", "plots=false"]
+    args = [sys.executable, "-m", "rescue_train", "compare", "recipe=rpp_cls", "strategies=[none]", "test_folds=[0]",
+            f"output_dir={out}", "evaluation.bootstrap=20", "evaluation.permutations=20", "plots=false"]
     kill_when(args, partial_has(out / "data", "rpp/instances.jsonl"))
     assert not (out / "data").exists()
     subprocess.run(args, check=True, capture_output=True)

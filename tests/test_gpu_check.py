@@ -10,7 +10,6 @@ import subprocess
 import sys
 
 import pytest
-
 from sft_helpers import ROOT
 
 

@@ -12,8 +12,8 @@ import weakref
 import pytest
 import torch
 
-from rescue_train.evaluation.backends.hf import HFBackend, resolve_dtype
-from rescue_train.train_cli import main as train_main
+from rescue_train.cli.train import main as train_main
+from rescue_train.inference.hf import HFBackend, resolve_dtype
 from rescue_train.sft.models import compute_dtype
 from rescue_train.tiny import tiny_model_path
 
@@ -104,9 +104,8 @@ def test_a_local_judge_starts_after_the_predicting_backend_is_freed(monkeypatch,
 def test_greedy_evaluation_leaves_out_the_models_repetition_penalty(tmp_path):
     """The rule both local backends follow (tests/evaluation/test_vllm.py runs vLLM on the same kind of model): the
     penalty in generation_config.json would change the answer, yet the backend answers as without it."""
-    from transformers import AutoModelForCausalLM
-
     from evaluation_helpers import with_repetition_penalty
+    from transformers import AutoModelForCausalLM
 
     penalised = with_repetition_penalty(tiny_model_path(), tmp_path / "penalised")
     prompts = [[{"role": "user", "content": "How do you feel about the fight with your partner?"}]]

@@ -1,58 +1,144 @@
-"""The two training halves (``rescue_train.sft``, ``rescue_train.classifiers``) stay import-disjoint, only the
-one ``train`` entry knows both, and the baselines do not import the command line."""
+"""The layers of docs/design.md, enforced on every import statement of the package (function-level ones too):
+a part imports only its own layer or lower ones, no two applications import each other, and nothing imports in
+a cycle. Only the command line parses arguments."""
 
 from __future__ import annotations
 
 import ast
+from collections import defaultdict
 from pathlib import Path
 
+import pytest
+import tomllib
+
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE = ROOT / "rescue_train"
-HALVES = ("sft", "classifiers")
+LAYERS = {
+    0: ("__init__", "io", "provenance", "devices", "paper", "settings", "chat"),
+    1: ("data",),
+    2: ("tasks",),
+    3: ("inference", "scoring", "convert", "stats", "tiny", "model_card"),
+    4: ("evaluation", "sft", "classifiers", "audit", "baselines"),
+    5: ("compare", "cv", "export"),
+    6: ("cli", "__main__"),
+}
+LAYER_OF = {part: layer for layer, parts in LAYERS.items() for part in parts}
+APPLICATIONS = LAYERS[4]
 
 
-def imported_modules(path: Path, package: str) -> set[str]:
-    """The absolute names of the modules ``path`` (a file of the dotted ``package``) imports, relative imports
-    resolved against it."""
+def package_files() -> dict[str, Path]:
+    """Module name -> file, for the package and the top-level baselines/ (installed as rescue_train.baselines)."""
+    files = {}
+    for folder, package in ((ROOT / "rescue_train", ("rescue_train",)), (ROOT / "baselines", ("rescue_train", "baselines"))):
+        for path in folder.rglob("*.py"):
+            parts = (*package, *path.relative_to(folder).with_suffix("").parts)
+            files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return files
+
+
+FILES = package_files()
+
+
+def imports(module: str, path: Path) -> set[str]:
+    """The package modules ``module`` imports (relative imports resolved; ``from X import name`` counts as X.name
+    when that is a module)."""
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
+            names = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
-            module = ".".join([*base, *([node.module] if node.module else [])])
-            found |= {module} | {f"{module}.{alias.name}" for alias in node.names}
+            target = ".".join([*base, *([node.module] if node.module else [])])
+            names = [f"{target}.{a.name}" if f"{target}.{a.name}" in FILES else target for a in node.names]
+        else:
+            continue
+        found |= {name for name in names if name in FILES}
+    return found - {module}
+
+
+GRAPH = {module: imports(module, path) for module, path in FILES.items()}
+
+
+def part(module: str) -> str:
+    pieces = module.split(".")
+    return pieces[1] if len(pieces) > 1 else "__init__"
+
+
+def test_resolves_relative_and_function_level_imports():
+    assert {"rescue_train.tiny", "rescue_train.devices"} <= GRAPH["rescue_train.sft.models"]
+    assert "rescue_train.scoring.judge" in GRAPH["rescue_train.evaluation.runner"]
+
+
+def test_every_part_has_a_layer():
+    assert {part(m) for m in FILES} <= set(LAYER_OF), sorted({part(m) for m in FILES} - set(LAYER_OF))
+
+
+@pytest.mark.parametrize("module", sorted(FILES))
+def test_no_upward_import_and_no_import_between_applications(module):
+    mine = part(module)
+    for target in sorted(GRAPH[module]):
+        theirs = part(target)
+        assert LAYER_OF[theirs] <= LAYER_OF[mine], f"{module} (layer {LAYER_OF[mine]}) imports {target} " \
+                                                   f"(layer {LAYER_OF[theirs]})"
+        assert not (mine in APPLICATIONS and theirs in APPLICATIONS and mine != theirs), \
+            f"application {mine} imports application {theirs} ({module} -> {target}); move what they share down"
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan)."""
+    index, low, stack, on_stack, found, counter = {}, {}, [], set(), [], [0]
+
+    def visit(node):
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in graph.get(node, ()):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
     return found
 
 
-def half_imports(half: str) -> set[str]:
-    """Everything the files of ``rescue_train.<half>`` import."""
-    found = set()
-    for path in (PACKAGE / half).rglob("*.py"):
-        package = ".".join(path.relative_to(ROOT).with_suffix("").parts[:-1])
-        found |= imported_modules(path, package)
-    return found
+def test_cycle_finder_finds_a_cycle():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-def test_resolves_relative_imports():
-    path = PACKAGE / "sft" / "models.py"
-    assert {"rescue_train.tiny", "rescue_train.devices"} <= imported_modules(path, "rescue_train.sft")
+def test_no_import_cycle_between_modules():
+    assert cycles(GRAPH) == []
 
 
-def test_lora_and_classifier_packages_do_not_import_each_other():
-    for half, other in (HALVES, HALVES[::-1]):
-        crossing = {m for m in half_imports(half) if m == f"rescue_train.{other}" or m.startswith(f"rescue_train.{other}.")}
-        assert not crossing, (half, crossing)
-    assert not (PACKAGE / "training").exists(), "the halves live in rescue_train/sft and rescue_train/classifiers"
+def test_no_import_cycle_between_parts():
+    parts: dict[str, set[str]] = defaultdict(set)
+    for module, targets in GRAPH.items():
+        parts[part(module)] |= {part(t) for t in targets} - {part(module)}
+    assert cycles(parts) == []
 
 
-def test_the_train_entry_dispatches_to_both_halves():
-    imported = imported_modules(PACKAGE / "train_cli.py", "rescue_train")
-    assert "rescue_train.sft.runner" in imported and "rescue_train.classifiers.classify_run" in imported
+@pytest.mark.parametrize("module", sorted(m for m in FILES if part(m) not in ("cli", "__main__")))
+def test_only_the_command_line_parses_arguments(module):
+    tree = ast.parse(FILES[module].read_text(encoding="utf-8"))
+    assert "argparse" not in {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main"], module
 
 
-def test_baseline_modules_do_not_import_the_cli():
-    for path in (ROOT / "baselines").glob("*.py"):
-        if path.name != "cli.py":
-            assert not {m for m in imported_modules(path, "baselines") if m.endswith(".cli") or m == "baselines.cli"}, \
-                path.name
+def test_the_wheel_lists_every_package():
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    packages = {m for m, p in FILES.items() if p.name == "__init__.py"}
+    assert listed == packages

@@ -7,7 +7,7 @@ import pytest
 from huggingface_hub import ModelCard
 
 from rescue_train.cli import main as cli
-from rescue_train.train_cli import main as train
+from rescue_train.cli.train import main as train
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -11,15 +11,16 @@ import subprocess
 import sys
 
 import pytest
-
 from rsg_helpers import check_judged_records, judge_args, rsg_judge_server, support_score
 from sft_helpers import ROOT
 
 from rescue_train.cli import main as rescue_train
+from rescue_train.cli.report import main as report_main
 from rescue_train.data import load_samples
-from rescue_train.evaluation.report import main as report_main
+from rescue_train.data.config import BuildOptions
 from rescue_train.evaluation.report import render
-from rescue_train.tasks import BuildOptions, build
+from rescue_train.tasks import build
+
 
 def test_convert_stats_and_baselines_cli(tmp_path, capsys):
     import datasets
@@ -111,9 +112,9 @@ def test_train_eval_with_judge_and_report(trained_run, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_eval_without_condition_judges_support_only(tmp_path):
-    from rescue_train.evaluation.backends.hf import HFBackend
     from rescue_train.evaluation.config import load_config
     from rescue_train.evaluation.runner import run
+    from rescue_train.inference.hf import HFBackend
     from rescue_train.tiny import tiny_model_path
 
     with rsg_judge_server() as server:

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 import evaluation_helpers  # noqa: F401  (offline settings)
+import pytest
 
 from rescue_train.cli import main as rescue_train
 from rescue_train.data.config import DataConfig

@@ -61,7 +61,7 @@ def _presence(value: Any, where: str, column: str) -> int:
 def pair_stats(a: list[int], b: list[int]) -> dict[str, Any]:
     from sklearn.metrics import cohen_kappa_score
 
-    from ..evaluation.agreement import gwet_ac1
+    from ..scoring.agreement import gwet_ac1
 
     n = len(a)
     kappa = float(cohen_kappa_score(a, b, labels=[0, 1])) if n > 1 else None

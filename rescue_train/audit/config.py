@@ -3,11 +3,12 @@ refused with a suggestion, ``--help`` and ``--cfg`` come from the schema), valid
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
-from ..evaluation.backends import BACKENDS
-from ..evaluation.config import JUDGE_MAX_NEW_TOKENS, STRUCTURED, TOKEN_PARAMS, ApiOptions, EngineOptions, reasons
+from ..inference import BACKENDS
+from ..inference.options import STRUCTURED, TOKEN_PARAMS, ApiOptions, EngineOptions, reasons
+from ..scoring.judge import JUDGE_MAX_NEW_TOKENS
 from ..settings import ConfigError, meaning
 from .criteria import CRITERIA, EXPLORATORY_KEYS, IF_KEYS, OS_KEY
 from .split import MODES as SPLITTERS
@@ -27,28 +28,37 @@ class AuditData:
 class AuditConfig(ApiOptions, EngineOptions):
     # The judge: any backend, as for eval; the API keys (base_url, token_param, structured, reasoning...) and
     # the local-engine keys (dtype, device, max_model_len...) are eval's own classes.
-    backend: str = "hf"  # hf | vllm | openai
-    model: Optional[str] = None  # a local path, a hub name, 'tiny', or the served/API model name
-    tokenizer: Optional[str] = None  # default: the model's
-    batch_size: int = 8  # prompts per generation batch (hf)
-    max_new_tokens: Optional[int] = None  # default 256, 4096 when the judge reasons (as eval's judge)
-    constrained: bool = True  # JSON-schema outputs where the backend has them (vllm; openai: see structured)
+    backend: str = field(default="hf", metadata=meaning("hf | vllm | openai"))
+    model: Optional[str] = field(default=None, metadata=meaning(
+        "a local path, a hub name, 'tiny', or the served/API model name"))
+    tokenizer: Optional[str] = field(default=None, metadata=meaning("default: the model's"))
+    batch_size: int = field(default=8, metadata=meaning("prompts per generation batch (hf)"))
+    max_new_tokens: Optional[int] = field(default=None, metadata=meaning(
+        "default 256, 4096 when the judge reasons (as eval's judge)"))
+    constrained: bool = field(default=True, metadata=meaning(
+        "JSON-schema outputs where the backend has them (vllm; openai: see structured)"))
     # What is audited.
-    splitter: str = "default"  # default | relate
-    criteria: Any = "auto"  # auto: RELATE's five, plus our exploratory pair on multi-party turns; relate: the five
-    context: int = -1  # rows/messages of prior dialogue shown to the judge: -1 all (as RELATE), k the last k
+    splitter: str = field(default="default", metadata=meaning("default | relate"))
+    criteria: Any = field(default="auto", metadata=meaning(
+        "auto: RELATE's five, plus our exploratory pair on multi-party turns; relate: the five"))
+    context: int = field(default=-1, metadata=meaning(
+        "rows/messages of prior dialogue shown to the judge: -1 all (as RELATE), k the last k"))
     data: AuditData = field(default_factory=AuditData)
-    reference_rows: str = "all"  # all therapist turns, or matched: only the rows the audited models answered
-    limit: Optional[int] = None  # at most this many turns per INPUT
+    reference_rows: str = field(default="all", metadata=meaning(
+        "all therapist turns, or matched: only the rows the audited models answered"))
+    limit: Optional[int] = field(default=None, metadata=meaning("at most this many turns per INPUT"))
     # Statistics and output.
-    bootstrap: int = 10000  # bootstrap resamples of dialogues for the CIs and comparisons
-    seed: int = BOOTSTRAP_SEED  # seed of the bootstrap
-    output_dir: str = "runs/audit"  # labels, results, report and plots
-    overwrite: bool = False  # start over when the output holds labels of another judge configuration
-    chunk: int = 256  # requests per resumable step
-    plots: bool = True  # write rates.png, composition.png, trajectories.png
-    progress: bool = True  # progress bars
-    dry_run: bool = False  # count sentences and requests, estimate tokens, send nothing (also --dry-run)
+    bootstrap: int = field(default=10000, metadata=meaning(
+        "bootstrap resamples of dialogues for the CIs and comparisons"))
+    seed: int = field(default=BOOTSTRAP_SEED, metadata=meaning("seed of the bootstrap"))
+    output_dir: str = field(default="runs/audit", metadata=meaning("labels, results, report and plots"))
+    overwrite: bool = field(default=False, metadata=meaning(
+        "start over when the output holds labels of another judge configuration"))
+    chunk: int = field(default=256, metadata=meaning("requests per resumable step"))
+    plots: bool = field(default=True, metadata=meaning("write rates.png, composition.png, trajectories.png"))
+    progress: bool = field(default=True, metadata=meaning("progress bars"))
+    dry_run: bool = field(default=False, metadata=meaning(
+        "count sentences and requests, estimate tokens, send nothing (also --dry-run)"))
 
 
 # Keys that change how fast the judge runs, not what it answers: left out of the cache identity.
@@ -78,7 +88,7 @@ def load_config(argv: list[str]) -> AuditConfig:
 
 
 def chosen_criteria(cfg: AuditConfig) -> tuple[str, ...]:
-    from ..evaluation.config import as_list
+    from ..settings import as_list
 
     if isinstance(cfg.criteria, str) and cfg.criteria in CRITERIA_SETS:
         return (*IF_KEYS, OS_KEY) + (EXPLORATORY_KEYS if cfg.criteria == "auto" else ())
@@ -87,7 +97,7 @@ def chosen_criteria(cfg: AuditConfig) -> tuple[str, ...]:
 
 
 def validate(cfg: AuditConfig) -> None:
-    from ..evaluation.config import as_list
+    from ..settings import as_list
 
     for key, allowed in (("backend", BACKENDS), ("splitter", SPLITTERS), ("reference_rows", ("all", "matched")),
                          ("token_param", TOKEN_PARAMS), ("structured", STRUCTURED)):
@@ -124,14 +134,10 @@ def judge_identity(cfg: AuditConfig) -> dict[str, Any]:
 
 
 def make_judge(cfg: AuditConfig):
-    """The judge backend, made through the evaluation's backend factory."""
-    from ..evaluation.config import EvalConfig
-    from ..evaluation.models import make_backend, resolve_model
+    """The judge backend, started by the inference factory from the audit's own settings."""
+    from ..inference import BackendSpec, make_backend
+    from ..inference.options import pick
 
-    options = {f.name: getattr(cfg, f.name) for f in fields(ApiOptions)}
-    eval_cfg = EvalConfig(model=cfg.model, tokenizer=cfg.tokenizer, backend=cfg.backend, batch_size=cfg.batch_size,
-                          dtype=cfg.dtype, device=cfg.device, max_model_len=cfg.max_model_len,
-                          gpu_memory_utilization=cfg.gpu_memory_utilization,
-                          tensor_parallel_size=cfg.tensor_parallel_size, engine_args=cfg.engine_args,
-                          constrained=cfg.constrained, progress=cfg.progress, **options)
-    return make_backend(eval_cfg, resolve_model(eval_cfg))
+    return make_backend(BackendSpec(backend=cfg.backend, model=cfg.model, tokenizer=cfg.tokenizer,
+                                    engine=pick(EngineOptions, cfg), api=pick(ApiOptions, cfg),
+                                    batch_size=cfg.batch_size, progress=cfg.progress))

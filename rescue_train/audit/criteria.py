@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..data.schema import THERAPIST
-from ..evaluation.backends import Completion, Messages
-from ..tasks.base import answer_text, unfinished_reasoning
+from ..inference import Completion, Messages
+from ..tasks.answers import answer_text, unfinished_reasoning
 
 MET, NOT_MET, PARSE_FAIL = "MET", "NOT_MET", "PARSE_FAIL"
 REFERENTS = ("supporter_dyad", "other_person", "self", "none")
@@ -165,7 +165,7 @@ ANSWER_SCHEMA = {
 def parse_answer(text: str | None) -> dict[str, Any]:
     """``label`` (MET, NOT_MET or PARSE_FAIL), ``span``, ``referent`` (None when absent or unknown),
     ``reason`` and, on failure, ``error``. Reasoning and code fences are removed first (as for every parser:
-    rescue_train.tasks.base.answer_text), then the text from the first ``{`` to the last ``}`` must be a JSON
+    rescue_train.tasks.answers.answer_text), then the text from the first ``{`` to the last ``}`` must be a JSON
     object whose label is MET or NOT_MET."""
     body = answer_text(text or "")
     first, last = body.find("{"), body.rfind("}")

@@ -19,9 +19,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ..evaluation.runner import append_jsonl, read_jsonl
-from ..provenance import config_hash, git_commit, versions, write_json_atomic
-from ..evaluation.backends import BackendError, Completion, as_completion
+from ..inference import BackendError, Completion, as_completion
+from ..io import append_jsonl, read_jsonl, write_json_atomic
+from ..provenance import config_hash, git_commit, versions
 from .config import AuditConfig, answer_budget, chosen_criteria, judge_identity, make_judge
 from .criteria import ANSWER_SCHEMA, EXPLORATORY_KEYS, PARSE_FAIL, label_answer, messages, prompt_key
 from .inputs import Loaded, Turn, load_inputs

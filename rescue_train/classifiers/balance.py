@@ -20,7 +20,6 @@ from typing import Sequence
 
 import numpy as np
 
-
 # ---------------------------------------------------------------------------------------------- weights
 
 def inverse_frequency_weights(counts: Sequence[int]) -> np.ndarray:

@@ -20,9 +20,9 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from ..settings import meaning
 from . import balance
 from .balance import Strategy
-
 
 # ----------------------------------------------------------------------------------- data, torch-free
 
@@ -122,23 +122,25 @@ def training_indices(strategy: Strategy, y: np.ndarray, n_draws: int, seed: int)
 # Settings are OmegaConf structured configs, hence typing.Optional/List rather than PEP 604 annotations.
 @dataclass
 class TorchSettings:
-    model: str = "tiny-bert"  # tiny-bert, tiny, a local folder or a hub id
-    max_length: int = 512  # tokens; longer inputs lose their oldest context (left truncation)
-    steps: int = 200  # optimiser steps
-    batch_size: int = 16  # training batch
-    eval_batch_size: int = 64  # prediction batch
-    lr: float = 5e-4  # learning rate
-    weight_decay: float = 0.0  # AdamW weight decay
-    warmup_steps: int = 0  # linear warm-up steps
-    lora: bool = False  # train a LoRA adapter (and the head) instead of every weight
-    lora_r: int = 8  # LoRA rank
-    lora_alpha: int = 16  # LoRA scaling alpha
-    lora_dropout: float = 0.0  # LoRA dropout
-    bf16: bool = False  # bf16 weights and training
-    crt_steps: int = 100  # cRT: steps of the second, classifier-only stage
-    crt_lr: Optional[float] = None  # None: the same as lr
-    threads: Optional[int] = None  # CPU threads for torch (None: its default); 1 is fastest for tiny models
-    extra: Dict[str, Any] = field(default_factory=dict)  # passed to TrainingArguments
+    model: str = field(default="tiny-bert", metadata=meaning("tiny-bert, tiny, a local folder or a hub id"))
+    max_length: int = field(default=512, metadata=meaning(
+        "tokens; longer inputs lose their oldest context (left truncation)"))
+    steps: int = field(default=200, metadata=meaning("optimiser steps"))
+    batch_size: int = field(default=16, metadata=meaning("training batch"))
+    eval_batch_size: int = field(default=64, metadata=meaning("prediction batch"))
+    lr: float = field(default=5e-4, metadata=meaning("learning rate"))
+    weight_decay: float = field(default=0.0, metadata=meaning("AdamW weight decay"))
+    warmup_steps: int = field(default=0, metadata=meaning("linear warm-up steps"))
+    lora: bool = field(default=False, metadata=meaning("train a LoRA adapter (and the head) instead of every weight"))
+    lora_r: int = field(default=8, metadata=meaning("LoRA rank"))
+    lora_alpha: int = field(default=16, metadata=meaning("LoRA scaling alpha"))
+    lora_dropout: float = field(default=0.0, metadata=meaning("LoRA dropout"))
+    bf16: bool = field(default=False, metadata=meaning("bf16 weights and training"))
+    crt_steps: int = field(default=100, metadata=meaning("cRT: steps of the second, classifier-only stage"))
+    crt_lr: Optional[float] = field(default=None, metadata=meaning("None: the same as lr"))
+    threads: Optional[int] = field(default=None, metadata=meaning(
+        "CPU threads for torch (None: its default); 1 is fastest for tiny models"))
+    extra: Dict[str, Any] = field(default_factory=dict, metadata=meaning("passed to TrainingArguments"))
 
 
 TAU_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
@@ -146,13 +148,14 @@ TAU_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
 
 @dataclass
 class BalanceSettings:
-    beta: float = 0.999  # effective-number weights: (1 - beta) / (1 - beta^n)
-    gamma: float = 2.0  # focal loss focusing parameter
-    tau: float = 1.0  # logit-adjustment strength (post-hoc: used when the validation fold is empty)
-    tau_grid: List[float] = field(default_factory=lambda: list(TAU_GRID))  # post-hoc tau candidates
-    ldam_max_margin: float = 0.5  # LDAM: the rarest class's margin
-    ldam_scale: float = 1.0  # LDAM: logit scale
-    drw_start: float = 0.8  # deferred re-weighting starts at this share of training
+    beta: float = field(default=0.999, metadata=meaning("effective-number weights: (1 - beta) / (1 - beta^n)"))
+    gamma: float = field(default=2.0, metadata=meaning("focal loss focusing parameter"))
+    tau: float = field(default=1.0, metadata=meaning(
+        "logit-adjustment strength (post-hoc: used when the validation fold is empty)"))
+    tau_grid: List[float] = field(default_factory=lambda: list(TAU_GRID), metadata=meaning("post-hoc tau candidates"))
+    ldam_max_margin: float = field(default=0.5, metadata=meaning("LDAM: the rarest class's margin"))
+    ldam_scale: float = field(default=1.0, metadata=meaning("LDAM: logit scale"))
+    drw_start: float = field(default=0.8, metadata=meaning("deferred re-weighting starts at this share of training"))
 
 
 def make_loss(strategy: Strategy, counts: np.ndarray, settings: BalanceSettings) -> Callable:
@@ -309,8 +312,20 @@ def fit_predict_torch(splits: dict[str, Split], space: LabelSpace, strategy: Str
     from transformers import set_seed
 
     set_seed(seed)
-    if settings.threads:
+    threads = torch.get_num_threads()
+    if settings.threads:  # for this fit only: the process keeps its own setting
         torch.set_num_threads(settings.threads)
+    try:
+        return _fit_predict_torch(splits, space, strategy, settings, balance_settings, seed, work_dir, keep_model)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _fit_predict_torch(splits: dict[str, Split], space: LabelSpace, strategy: Strategy, settings: TorchSettings,
+                       balance_settings: BalanceSettings, seed: int, work_dir: Path,
+                       keep_model: bool = False) -> dict[str, Any]:
+    import torch
+
     tok = _tokenizer(settings)
     model = _model(settings, tok, space)
     train = splits["train"]

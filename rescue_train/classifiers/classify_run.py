@@ -11,7 +11,7 @@
 * ``config.yaml`` (resolved), ``provenance.json`` (versions, git commit, manifest hash, data fingerprints,
   seed, strategy, backend, fold units, tau);
 * ``predictions.jsonl``: the test fold's predictions in the evaluator's prediction-record format (ranked
-  candidates), and ``metrics.json``: ``rescue_train.evaluation.metrics.aggregate`` of them.
+  candidates), and ``metrics.json``: ``rescue_train.scoring.metrics.aggregate`` of them.
 
 Training uses the train folds of the grouped k-fold manifest; the validation fold (the next one) only
 chooses post-hoc tau; the test fold is only predicted. ``check_no_leak`` verifies that on the rows.
@@ -22,19 +22,19 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from ..data.config import DataConfig
+from ..settings import meaning
 from ..tasks import get_task
 from . import balance
-from .classifier import BalanceSettings, LabelSpace, Split, TorchSettings
-from .compare import DataSettings, fold_data, prepare_data, read_config, run_one
+from .classifier import BalanceSettings, LabelSpace, Split, TorchSettings, fold_splits, load_cls_rows
 from .sklearn_path import SklearnSettings
 
 # Recipe keys that only `compare` reads (a recipe serves both commands; its output_dir is the comparison's).
@@ -45,17 +45,132 @@ SUMMARY_DEFAULT = ("accuracy", "macro_f1", "balanced_accuracy", "mrr")
 
 
 @dataclass
+class DataSettings(DataConfig):
+    converted: Optional[str] = field(default=None, metadata=meaning(
+        "an existing `rescue-train convert` folder (else converted into OUT/data)"))
+
+
+@dataclass
 class ClassifyConfig:
-    recipe: str = ""  # a shipped recipe name or a YAML path (recipe=...)
-    task: str = "rpp"  # itp | rpp | stp | ssp
-    backend: str = "sklearn"  # sklearn | torch
-    strategy: str = "none"  # one of balance.STRATEGIES that the backend supports
-    seed: int = 0  # training seed (the split seed is data.split_seed)
-    output_dir: Optional[str] = None  # default runs/<recipe>/<backend>-<strategy>/fold<test_fold>
+    recipe: str = field(default="", metadata=meaning("a shipped recipe name or a YAML path (recipe=...)"))
+    task: str = field(default="rpp", metadata=meaning("itp | rpp | stp | ssp"))
+    backend: str = field(default="sklearn", metadata=meaning("sklearn | torch"))
+    strategy: str = field(default="none", metadata=meaning("one of balance.STRATEGIES that the backend supports"))
+    seed: int = field(default=0, metadata=meaning("training seed (the split seed is data.split_seed)"))
+    output_dir: Optional[str] = field(default=None, metadata=meaning(
+        "default runs/<recipe>/<backend>-<strategy>/fold<test_fold>"))
     data: DataSettings = field(default_factory=DataSettings)
     sklearn: SklearnSettings = field(default_factory=SklearnSettings)
     torch: TorchSettings = field(default_factory=TorchSettings)
     balance: BalanceSettings = field(default_factory=BalanceSettings)
+
+
+def check_task(task: str) -> None:
+    from ..tasks import CLOSED_SET_TASKS
+
+    if task not in CLOSED_SET_TASKS:
+        raise ValueError(f"task {task!r} is not a closed-set task ({', '.join(CLOSED_SET_TASKS)})")
+
+
+def read_config(schema: type, argv: Sequence[str], what: str, ignore_in_recipe: Sequence[str] = ()):
+    """Defaults <- recipe YAML <- key=value overrides (OmegaConf dot-list syntax, '+' prefixes allowed), as an
+    instance of the dataclass ``schema``, with the task and backend checked. Shared by ``compare`` and the
+    classifier ``train`` command; ``ignore_in_recipe`` drops recipe keys that the schema does not have."""
+    from omegaconf import OmegaConf
+
+    from .. import settings
+    from ..data import config as data_config
+
+    renamed = data_config.RENAMED
+    cli = settings.dotlist(settings.rename(data_config.source_shortcut(list(argv)), renamed), what)
+    layers = []
+    recipe = cli.pop("recipe", None)
+    if recipe:
+        path = settings.recipe_path(str(recipe))
+        tree = settings.rename_in(OmegaConf.to_container(OmegaConf.load(path)), renamed, str(path))
+        for key in ignore_in_recipe:
+            tree.pop(key, None)
+        layers += [tree, {"recipe": path.stem}]
+    config = settings.load(schema, [*layers, cli], what)
+    check_task(config.task)
+    if config.backend not in ("sklearn", "torch"):
+        raise ValueError(f"backend must be sklearn or torch, got {config.backend!r}")
+    return config
+
+
+def prepare_data(config, out: Path):
+    """The converted classification rows of ``config.task`` (converted into ``out/data`` unless
+    ``config.data.converted`` names a folder), the split manifest, the data folder and convert's metadata."""
+    from ..convert import ConvertConfig, convert
+    from ..data.config import plain
+    from ..data.splits import SplitManifest
+
+    data_dir = Path(config.data.converted) if config.data.converted else out / "data"
+    if not config.data.converted and not (data_dir / config.task / "cls").exists():
+        convert(ConvertConfig(data=plain(config.data), out=str(data_dir), tasks=[config.task]))
+    manifest = SplitManifest.load(data_dir / "split_manifest.json")
+    if manifest.scheme != "kfold":
+        raise ValueError(f"{data_dir}: classifiers need a k-fold split manifest, found scheme {manifest.scheme!r}")
+    meta_path = data_dir / "convert_meta.json"
+    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    return load_cls_rows(data_dir, config.task), manifest, data_dir, meta
+
+
+def _ranked(row: dict, scores: np.ndarray, space: LabelSpace) -> tuple[list[str], dict[str, float | None]]:
+    """The instance's candidates ordered by score (ties keep candidate order) and the scores by label."""
+    by_label = {name: float(scores[space.index(row["scenario"], name)]) for name in row["label_names"]}
+    ranking = sorted(row["label_names"], key=lambda name: -by_label[name])
+    return ranking, {k: (v if np.isfinite(v) else None) for k, v in by_label.items()}
+
+
+def fold_data(rows, manifest, space: LabelSpace, fold: int) -> dict:
+    """train / validation / test splits of test fold ``fold`` (validation = the next fold)."""
+    splits = fold_splits(rows, manifest.roles(fold), space)
+    if not len(splits["train"]) or not len(splits["test"]):
+        raise ValueError(f"test fold {fold}: {len(splits['train'])} training and {len(splits['test'])} test "
+                         f"instances; every fold needs both (use fewer folds: data.folds=...)")
+    return splits
+
+
+def run_classifier(config, splits: dict, space: LabelSpace, strategy_name: str, fold: int, seed: int,
+                   work_dir: Path, cache: dict, keep_model: bool = False) -> dict:
+    """Train and predict one (strategy, fold, seed) with the ``config.backend`` classifier (``config``: a
+    classifier run's or a comparison's settings); returns the JSON-ready run record. With ``keep_model`` the
+    record also holds the fitted model under "fitted" (not JSON; for a caller that saves it)."""
+    strategy = balance.STRATEGIES[strategy_name]
+    started = time.time()
+    if config.backend == "sklearn":
+        from ..classifiers.sklearn_path import fit_predict_sklearn
+
+        out = fit_predict_sklearn(splits, space, strategy, config.sklearn, config.balance, seed, cache, keep_model)
+    else:
+        from ..classifiers.classifier import fit_predict_torch
+
+        out = fit_predict_torch(splits, space, strategy, config.torch, config.balance, seed, work_dir, keep_model)
+    test_logits, val_logits = out.pop("test"), out.pop("validation")
+    fitted = out.pop("fitted", None)
+    counts = splits["train"].counts(len(space))
+    record: dict[str, Any] = {"strategy": strategy_name, "fold": fold, "seed": seed, "tau": None}
+    if strategy.posthoc == "tuned":
+        prior = balance.log_prior(counts)
+        if len(splits["validation"]):
+            tau, scores = balance.choose_tau(val_logits, splits["validation"].y, prior, config.balance.tau_grid)
+            record.update(tau=tau, tau_scores=scores)
+        else:
+            tau = config.balance.tau
+            record.update(tau=tau, tau_note="empty validation fold: fixed balance.tau used")
+        test_logits = balance.posthoc_adjust(test_logits, prior, tau)
+    predictions = []
+    for row, scores in zip(splits["test"].rows, test_logits):
+        ranking, by_label = _ranked(row, scores, space)
+        predictions.append({"id": row["id"], "task": row["task"], "scenario": row["scenario"], "unit": row["unit"],
+                            "sample_id": row["sample_id"], "gold": row["label"], "prediction": ranking,
+                            "parse_status": "ok", "raw": None, "label_scores": by_label})
+    record.update(seconds=round(time.time() - started, 3), train_counts=dict(zip(space.names, counts.tolist())),
+                  sizes={role: len(s) for role, s in splits.items()}, backend_info=out, predictions=predictions)
+    if keep_model:
+        record["fitted"] = fitted
+    return record
 
 
 def load_config(argv: Sequence[str]) -> ClassifyConfig:
@@ -133,9 +248,10 @@ def train(config: ClassifyConfig) -> tuple[Path, dict]:
     """Train, predict the test fold and write the run folder; returns it and the metrics."""
     from omegaconf import OmegaConf
 
-    from ..evaluation.metrics import aggregate, task_labels
+    from ..io import write_json_atomic
     from ..model_card import write_model_card
-    from ..provenance import config_hash, git_commit, versions, write_json_atomic
+    from ..provenance import config_hash, git_commit, versions
+    from ..scoring.metrics import aggregate, task_labels
 
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # several accelerate processes would train copies
         raise ValueError("a classifier trains in one process; launch it with --num_processes 1")
@@ -151,8 +267,8 @@ def train(config: ClassifyConfig) -> tuple[Path, dict]:
     check_no_leak(splits, manifest, test_fold)
     started = time.time()
     with tempfile.TemporaryDirectory() as work:  # trainer scratch space (nothing is checkpointed)
-        record = run_one(config, splits, space, config.strategy, test_fold, config.seed, Path(work), {},
-                         keep_model=True)
+        record = run_classifier(config, splits, space, config.strategy, test_fold, config.seed, Path(work), {},
+                                keep_model=True)
     fitted = record.pop("fitted")
     counts = splits["train"].counts(len(space))
     offset = fitted.get("logit_shift", np.zeros(len(space)))  # sklearn's logit_adjusted/balanced_softmax shift
@@ -185,29 +301,3 @@ def summary_lines(task: str, metrics: dict) -> list[str]:
     show = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
     return [f"{task} {scope}: n={m['n']} " + " ".join(f"{k}={show(m.get(k))}" for k in keys)
             for scope, m in metrics.items()]
-
-
-def main(argv: Sequence[str]) -> int:
-    from omegaconf import OmegaConf
-
-    from ..data.schema import DataError
-    from ..data.splits import LeakageError
-
-    from ..settings import describe
-
-    if any(a in ("-h", "--help") for a in argv):
-        print("usage: rescue-train train recipe=itp_cls|rpp_cls|stp_cls|ssp_cls|PATH.yaml strategy=NAME "
-              "[key=value ...] [--cfg]\n\nclassifier keys (key  type = default  meaning):\n" + "\n".join(describe(ClassifyConfig)))
-        return 0
-    try:
-        config = load_config([a for a in argv if a != "--cfg"])
-        if "--cfg" in argv:
-            print(OmegaConf.to_yaml(OmegaConf.structured(config)))
-            return 0
-        run_dir, metrics = train(config)
-    except (ValueError, FileNotFoundError, DataError, LeakageError) as exc:
-        print(f"rescue-train train: error: {exc}", file=sys.stderr)
-        return 2
-    print("\n".join(summary_lines(config.task, metrics)))
-    print(f"run folder: {run_dir} (model, config.yaml, provenance.json, predictions.jsonl, metrics.json, README.md)")
-    return 0

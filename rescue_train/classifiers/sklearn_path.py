@@ -14,13 +14,14 @@ Focal loss, LDAM-DRW and cRT need a trained representation or a custom loss and 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_limits
 
+from ..settings import meaning
 from . import balance
 from .balance import Strategy
 from .classifier import BalanceSettings, LabelSpace, Split, training_indices
@@ -28,16 +29,16 @@ from .classifier import BalanceSettings, LabelSpace, Split, training_indices
 
 @dataclass
 class SklearnSettings:
-    max_features: int = 20000  # TF-IDF vocabulary size
-    ngram_max: int = 2  # longest word n-gram
-    min_df: int = 2  # a term must occur in this many training texts
-    sublinear_tf: bool = True  # 1 + log(tf) term weights
-    C: float = 1.0  # inverse L2 strength of the logistic regression
-    max_iter: int = 2000  # solver iterations
-    smote_neighbors: int = 5  # SMOTE's k nearest neighbours
+    max_features: int = field(default=20000, metadata=meaning("TF-IDF vocabulary size"))
+    ngram_max: int = field(default=2, metadata=meaning("longest word n-gram"))
+    min_df: int = field(default=2, metadata=meaning("a term must occur in this many training texts"))
+    sublinear_tf: bool = field(default=True, metadata=meaning("1 + log(tf) term weights"))
+    C: float = field(default=1.0, metadata=meaning("inverse L2 strength of the logistic regression"))
+    max_iter: int = field(default=2000, metadata=meaning("solver iterations"))
+    smote_neighbors: int = field(default=5, metadata=meaning("SMOTE's k nearest neighbours"))
     # BLAS threads while fitting: these small sparse fits are fastest on one, and several threads fighting
     # other processes for 2 cores made a comparison 4x slower. Raise it for large data on many cores.
-    threads: int = 1  # BLAS threads while fitting
+    threads: int = field(default=1, metadata=meaning("BLAS threads while fitting"))
 
 
 def _smote(X, y: np.ndarray, k: int, seed: int) -> tuple[Any, np.ndarray, list[int]]:

@@ -14,8 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..settings import deprecated, meaning, type_name
-from ..tasks import ANSWER_FORMATS, MODES, BuildOptions
-from ..tasks.base import RSG_CONDITIONS
+
+ANSWER_FORMATS = ("label", "json")
+MODES = ("dialogue", "audio", "visual", "audiovisual")
+RSG_CONDITIONS = ("none", "target", "target_strategy")
 
 # What each RPP gold definition reads (rescue_train.tasks.rpp.DEFINITIONS holds the rules themselves).
 RPP_DEFINITIONS = {
@@ -35,6 +37,35 @@ STP_TARGETS = ("collapse", "set")
 # The settings that decide the text a model sees (a change makes the prompts differ from training).
 PROMPT_KEYS = ("source", "context", "rpp_definition", "rpp_include_current", "stp_targets", "ssp_target_emotion",
                "rsg_condition", "mode", "answer_format")
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """Construction choices. ``context`` None means each task's own default window."""
+
+    context: int | None = None
+    rpp_definition: str = "D"
+    rpp_include_current: bool = False
+    stp_targets: str = "collapse"
+    ssp_target_emotion: bool = False
+    checkpoints_per_sample: int = 5
+    er_min_words: int = 5
+    er_discard_fraction: float = 0.3
+    itp_cap_per_class: int = 0
+    rsg_min_words: int = 5
+    rsg_condition: str = "none"
+    rsg_per_sample: int = 0
+
+    def __post_init__(self):
+        if self.context is not None and self.context < -1:
+            raise ValueError(f"context must be -1 (all prior rows), 0 (none) or a positive count, got {self.context}")
+        if self.stp_targets not in ("collapse", "set"):
+            raise ValueError(f"stp_targets must be 'collapse' or 'set', got {self.stp_targets!r}")
+        if self.rsg_condition not in RSG_CONDITIONS:
+            raise ValueError(f"rsg_condition must be one of {', '.join(RSG_CONDITIONS)}, got {self.rsg_condition!r}")
+        if self.rsg_min_words < 0 or self.rsg_per_sample < 0:
+            raise ValueError("rsg_min_words and rsg_per_sample must be >= 0 (rsg_per_sample 0 keeps every turn)")
+
 
 
 @dataclass

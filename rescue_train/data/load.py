@@ -16,7 +16,6 @@ Accepted sources (``load_samples``):
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import json
 import os
@@ -269,22 +268,6 @@ def looks_like_hub_id(text: str) -> bool:
 
 def load_benchmark(source: str | Path) -> Benchmark:
     """Load every sample of ``source``; raise :class:`DataError` on the first malformed value."""
-    # The records are acyclic, so the cyclic collector only burns time while millions of tuples are made;
-    # afterwards gc.freeze() sets them aside from later collections too, each of which would otherwise walk
-    # all of them (a tenth of the time of loading and building the tasks). Refcounting still frees them.
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        benchmark = _load(source)
-    finally:
-        if collecting:
-            gc.enable()
-    if collecting:
-        gc.freeze()
-    return benchmark
-
-
-def _load(source: str | Path) -> Benchmark:
     notes: list[str] = []
     text = str(source)
     path = bundled_path() if text == BUNDLED else Path(text).expanduser()

@@ -86,7 +86,7 @@ class SplitManifest:
                 "notes": self.notes}
 
     def save(self, path: str | Path) -> None:
-        from ..provenance import write_json_atomic
+        from ..io import write_json_atomic
 
         write_json_atomic(path, self.to_json())
 

@@ -16,94 +16,53 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..data.config import EVAL_RENAMED, DataConfig, from_mapping, source_shortcut
-from ..settings import ConfigError, deprecated, dotlist, load, rename, rename_in
+from ..inference import BACKENDS
+from ..inference.options import STRUCTURED, TOKEN_PARAMS, ApiOptions, EngineOptions, reasons
+from ..scoring.bertscore import BertScoreConfig
+from ..scoring.judge import VP_SCALES, JudgeConfig
+from ..settings import ConfigError, as_list, deprecated, dotlist, load, meaning, rename, rename_in
 from ..tasks import TASKS
-from .backends import BACKENDS
 
 PROTOCOLS = ("sft", "paper", "rank")
-VP_SCALES = ("likert5", "ref0to6")
-TOKEN_PARAMS = ("auto", "max_completion_tokens", "max_tokens")
-STRUCTURED = ("json_schema", "json_object", "none")
 
 # Answer budgets for models that reason before answering (the reasoning tokens count against the budget):
 # large enough not to cut a reasoning model short, still a bound on runaway answers. max_new_tokens
 # overrides them (one number, or per task: max_new_tokens="{vp: 16000}").
 REASONING_MAX_NEW_TOKENS = {"itp": 4096, "rpp": 8192, "stp": 4096, "ssp": 8192, "er": 4096, "vp": 8192}
 REASONING_DEFAULT_TOKENS = 8192  # a task not in the table
-JUDGE_MAX_NEW_TOKENS = {False: 256, True: 4096}  # by whether the judge reasons
-
-
-@dataclass
-class ApiOptions:
-    """Keys shared by the model under test (``key=``) and the judge (``judge.key=``): the endpoint of
-    ``backend=openai`` and whether the model reasons before answering (docs/evaluation.md)."""
-
-    base_url: Optional[str] = None  # backend=openai: the server's URL (e.g. http://127.0.0.1:8000/v1)
-    api_key_env: str = "OPENAI_API_KEY"  # backend=openai: the environment variable holding the key
-    concurrency: int = 8  # backend=openai: requests in flight
-    max_retries: int = 5  # for 408, 429, 5xx, timeouts and connection errors, with exponential backoff
-    timeout: float = 600.0  # seconds to wait for the server (to connect, and for each part of its answer)
-    token_param: str = "auto"  # auto | max_completion_tokens | max_tokens (auto: learnt from a rejection)
-    temperature: Optional[float] = None  # sent only when set (reasoning APIs accept only their default)
-    reasoning_effort: Optional[str] = None  # sent only when set (e.g. low, medium, high)
-    extra_body: Any = None  # extra JSON fields of every request (e.g. {chat_template_kwargs: {enable_thinking: false}})
-    structured: str = "json_schema"  # json_schema (strict) | json_object (JSON mode) | none
-    reasoning: Optional[bool] = None  # budgets for reasoning models; None = true for backend=openai
-
-
-@dataclass
-class JudgeConfig(ApiOptions):
-    backend: str = "none"  # none | hf | vllm | openai
-    model: Optional[str] = None  # the judge model (a local path, a hub name, or the API model name)
-    vp_scale: str = "likert5"  # the paper's 1-5 Likert; ref0to6 = the reference scripts' 0-2 + 0-4
-    max_new_tokens: Optional[int] = None  # default 256, 4096 when the judge reasons
-    batch_size: int = 8  # prompts per judge batch (hf)
-    cache: bool = True  # verdicts kept in OUTPUT/judge_cache.jsonl by (judge model, prompt hash)
-
-
-@dataclass
-class BertScoreConfig:
-    model: str = "distilbert-base-uncased"  # a name bert-score knows, a local folder, or none
-    num_layers: Optional[int] = None  # None: bert-score's default for a known name (distilbert: 5)
-    idf: bool = False
-    rescale: bool = False
-    batch_size: int = 64
-    device: Optional[str] = None
-
-
-@dataclass
-class EngineOptions:
-    """Keys of the local backends (hf, vllm), shared by eval and the audit's judge."""
-
-    dtype: str = "auto"  # auto | bfloat16 | float16 | float32
-    device: Optional[str] = None  # hf: cpu, cuda, cuda:1 (default: a GPU when there is one)
-    max_model_len: Optional[int] = None  # vllm: context length (default: the model's)
-    gpu_memory_utilization: float = 0.9  # vllm: share of GPU memory the engine takes
-    tensor_parallel_size: int = 1  # vllm: GPUs per model
-    engine_args: Any = None  # extra keyword arguments for vllm.LLM
 
 
 @dataclass
 class EvalConfig(ApiOptions, EngineOptions):
-    model: Optional[str] = None  # a local path, a hub name, 'tiny', or the API model name (backend=openai)
-    adapter: Any = None  # one folder or a list: PEFT folders or training run folders
-    tokenizer: Optional[str] = None  # default: the adapter's own tokenizer files, else the model's
-    include_base: bool = False  # with adapters: also evaluate the base model
-    backend: str = "hf"  # hf | vllm | openai
-    run: Any = None  # training run folders: their model, adapter, tokenizer and whole data configuration
+    model: Optional[str] = field(default=None, metadata=meaning(
+        "a local path, a hub name, 'tiny', or the API model name (backend=openai)"))
+    adapter: Any = field(default=None, metadata=meaning("one folder or a list: PEFT folders or training run folders"))
+    tokenizer: Optional[str] = field(default=None, metadata=meaning(
+        "default: the adapter's own tokenizer files, else the model's"))
+    include_base: bool = field(default=False, metadata=meaning("with adapters: also evaluate the base model"))
+    backend: str = field(default="hf", metadata=meaning("hf | vllm | openai"))
+    run: Any = field(default=None, metadata=meaning(
+        "training run folders: their model, adapter, tokenizer and whole data configuration"))
     tasks: Any = field(default_factory=lambda: list(TASKS))
-    protocol: str = "sft"  # sft: the training prompts and answer format; paper: zero-shot JSON; rank: log-lik
-    data: DataConfig = field(default_factory=lambda: DataConfig(split="none"))  # split none: all is test
-    seed: int = 0  # the backend's sampling seed (the split seed is data.split_seed)
-    limit: Optional[int] = None  # at most this many instances per task (smoke runs)
-    output_dir: Optional[str] = None  # default runs/eval/<model>[+<adapter>]/<protocol>
-    overwrite: bool = False  # start over when the output holds a run with another config
-    max_new_tokens: Any = None  # one number or {task: number}; default per task and answer format
-    batch_size: int = 8  # prompts per generation batch (hf)
-    chunk: Optional[int] = None  # instances per resumable step (default: hf batch, 1024 vllm, 64 openai)
-    constrained: bool = True  # structured outputs where the backend has them (vllm; json mode for openai)
-    rank_score: str = "sum"  # sum = log P(answer and end of turn); mean = per token
-    progress: bool = True  # progress bars
+    protocol: str = field(default="sft", metadata=meaning(
+        "sft: the training prompts and answer format; paper: zero-shot JSON; rank: log-lik"))
+    data: DataConfig = field(default_factory=lambda: DataConfig(split="none"), metadata=meaning(
+        "split none: all is test"))
+    seed: int = field(default=0, metadata=meaning("the backend's sampling seed (the split seed is data.split_seed)"))
+    limit: Optional[int] = field(default=None, metadata=meaning("at most this many instances per task (smoke runs)"))
+    output_dir: Optional[str] = field(default=None, metadata=meaning(
+        "default runs/eval/<model>[+<adapter>]/<protocol>"))
+    overwrite: bool = field(default=False, metadata=meaning(
+        "start over when the output holds a run with another config"))
+    max_new_tokens: Any = field(default=None, metadata=meaning(
+        "one number or {task: number}; default per task and answer format"))
+    batch_size: int = field(default=8, metadata=meaning("prompts per generation batch (hf)"))
+    chunk: Optional[int] = field(default=None, metadata=meaning(
+        "instances per resumable step (default: hf batch, 1024 vllm, 64 openai)"))
+    constrained: bool = field(default=True, metadata=meaning(
+        "structured outputs where the backend has them (vllm; json mode for openai)"))
+    rank_score: str = field(default="sum", metadata=meaning("sum = log P(answer and end of turn); mean = per token"))
+    progress: bool = field(default=True, metadata=meaning("progress bars"))
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     bertscore: BertScoreConfig = field(default_factory=BertScoreConfig)
 
@@ -216,14 +175,6 @@ def inherited(runs: list[str], cli: dict) -> dict:
     return layer
 
 
-def as_list(value: Any) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [v.strip() for v in value.split(",") if v.strip()]
-    return [str(v) for v in value]
-
-
 def validate(cfg: EvalConfig) -> None:
     def choose(key: str, value: Any, allowed) -> None:
         if value not in allowed:
@@ -265,12 +216,6 @@ def validate(cfg: EvalConfig) -> None:
                              f"got {cfg.max_new_tokens!r}")
 
 
-def reasons(section: ApiOptions, backend: str) -> bool:
-    """Whether the model (or judge) gets reasoning budgets: ``reasoning`` if set, else true for API models,
-    whose budget bounds only what they use."""
-    return section.reasoning if section.reasoning is not None else backend == "openai"
-
-
 def budget_override(cfg: EvalConfig) -> int | dict[str, int] | None:
     """``max_new_tokens`` for the prediction step: as given, on top of the reasoning budgets when the model
     reasons (None: the per-task defaults for short answers)."""
@@ -278,10 +223,6 @@ def budget_override(cfg: EvalConfig) -> int | dict[str, int] | None:
         return cfg.max_new_tokens
     budgets = {task: REASONING_MAX_NEW_TOKENS.get(task, REASONING_DEFAULT_TOKENS) for task in cfg.tasks}
     return {**budgets, **(cfg.max_new_tokens or {})}
-
-
-def judge_budget(judge: JudgeConfig) -> int:
-    return judge.max_new_tokens or JUDGE_MAX_NEW_TOKENS[reasons(judge, judge.backend)]
 
 
 def to_dict(cfg: EvalConfig) -> dict[str, Any]:

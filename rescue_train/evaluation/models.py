@@ -9,12 +9,16 @@ given, the base model comes from the run's provenance or the adapter's own confi
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..inference import ApiOptions, BackendSpec, EngineOptions
+from ..inference.factory import local_model
+from ..inference.options import pick
 from ..provenance import unfinished_training_run
-from .config import ApiOptions, EvalConfig, as_list
+from ..settings import as_list
+from .config import EvalConfig
 
 
 @dataclass
@@ -80,30 +84,15 @@ def resolve_model(cfg: EvalConfig) -> ModelSpec:
     model = cfg.model or next((b for b in bases if b), None)
     if not model:
         raise ValueError("model is required (a local path, a hub name, or 'tiny'), unless an adapter names its base")
-    if model == "tiny":
-        from ..tiny import tiny_model_path
-
-        model = str(tiny_model_path())
+    model = local_model(model)
     tokenizer = cfg.tokenizer
     if tokenizer is None and cfg.backend != "openai":
         tokenizer = next((p for p in adapters.values() if (Path(p) / "tokenizer_config.json").exists()), None)
     return ModelSpec(model, adapters, tokenizer, provenance, run_dirs)
 
 
-def make_backend(cfg: EvalConfig, spec: ModelSpec):
-    if cfg.backend == "hf":
-        from .backends.hf import HFBackend
-
-        return HFBackend(spec.model, adapters=spec.adapters, tokenizer=spec.tokenizer, dtype=cfg.dtype,
-                         device=cfg.device, batch_size=cfg.batch_size)
-    if cfg.backend == "vllm":
-        from .backends.vllm import VLLMBackend
-
-        return VLLMBackend(spec.model, adapters=spec.adapters, tokenizer=spec.tokenizer, dtype=cfg.dtype,
-                           max_model_len=cfg.max_model_len, gpu_memory_utilization=cfg.gpu_memory_utilization,
-                           tensor_parallel_size=cfg.tensor_parallel_size, seed=cfg.seed,
-                           engine_args=dict(cfg.engine_args or {}), progress=cfg.progress)
-    from .backends.openai import OpenAIBackend
-
-    options = {f.name: getattr(cfg, f.name) for f in fields(ApiOptions) if f.name != "reasoning"}
-    return OpenAIBackend(spec.model, **{**options, "extra_body": dict(cfg.extra_body or {})})
+def backend_spec(cfg: EvalConfig, spec: ModelSpec) -> BackendSpec:
+    """What the inference factory needs to serve ``spec`` with the settings of ``cfg``."""
+    return BackendSpec(backend=cfg.backend, model=spec.model, adapters=spec.adapters, tokenizer=spec.tokenizer,
+                       engine=pick(EngineOptions, cfg), api=pick(ApiOptions, cfg), batch_size=cfg.batch_size,
+                       seed=cfg.seed, progress=cfg.progress)

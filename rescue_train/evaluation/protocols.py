@@ -15,10 +15,11 @@ import hashlib
 import json
 from typing import Any, Sequence
 
+from ..inference import Backend, BackendError, Completion, Messages, as_completion
+from ..scoring.metrics import instance_scores
 from ..tasks import TASKS, Instance, Parsed, render
-from ..tasks.base import answer_text, unfinished_reasoning
-from .backends import Backend, BackendError, Completion, Messages, as_completion
-from .metrics import instance_scores
+from ..tasks.answers import answer_text, unfinished_reasoning
+
 
 def answer_format(protocol: str, trained: str = "label") -> str:
     """The paper protocol asks for JSON; sft and rank use the data configuration's answer format."""

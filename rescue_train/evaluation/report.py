@@ -14,20 +14,14 @@ RESULTS are results.json files or run folders holding one.
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Any, Sequence
 
 from .. import paper
 from ..data import taxonomy
-from ..tasks import TASKS, ReportColumn
-from .metrics import NO_ANSWER, table5_row, task_labels, top1
-
-
-def report_columns() -> dict[str, ReportColumn]:
-    """Every registered task's report columns by key."""
-    return {c.key: c for task in TASKS.values() for c in task.report_columns}
+from ..scoring.metrics import NO_ANSWER, table5_row, task_labels, top1
+from ..tasks import TASKS, report_columns
 
 
 def load_results(path: str | Path) -> dict[str, Any]:
@@ -179,27 +173,3 @@ def _save(fig, path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rescue-train report", description=__doc__.split("\n\n")[0])
-    parser.add_argument("results", nargs="+", help="results.json files or run folders")
-    parser.add_argument("--out", help="folder for report.md and the plots (default: print the tables)")
-    parser.add_argument("--no-paper", action="store_true", help="leave out the paper's ten LLM rows")
-    parser.add_argument("--no-plots", action="store_true", help="write no plots")
-    args = parser.parse_args(argv)
-    try:
-        results = [load_results(p) for p in args.results]
-    except (FileNotFoundError, ValueError, json.JSONDecodeError) as exc:
-        print(f"rescue-train report: error: {exc}")
-        return 2
-    text = render(results, not args.no_paper)
-    if not args.out:
-        print(text)
-        return 0
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "report.md").write_text(text)
-    plots = [] if args.no_plots else [p for r in results for p in plot(r, out)]
-    print(f"wrote {out / 'report.md'} and {len(plots)} plots")
-    return 0

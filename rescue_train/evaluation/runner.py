@@ -18,20 +18,21 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 from ..data import load_benchmark
 from ..data.splits import SplitManifest, assign_units, check_leakage, make_manifest
-from ..provenance import config_hash, git_commit, versions, write_json_atomic
+from ..inference import BackendError, make_backend
+from ..io import append_jsonl, read_jsonl, write_json_atomic
+from ..provenance import config_hash, git_commit, versions
+from ..scoring.judge import judge_budget, make_judge_backend
+from ..scoring.metrics import aggregate, table5_row, task_labels
 from ..settings import flatten
 from ..tasks import TASKS, Instance, build
-from .backends import BackendError
-from .config import RUNTIME_KEYS, ApiOptions, EvalConfig, budget_override, judge_budget, to_dict
-from .models import ModelSpec, make_backend, resolve_model
-from .metrics import aggregate, table5_row, task_labels
+from .config import RUNTIME_KEYS, EvalConfig, budget_override, to_dict
+from .models import ModelSpec, backend_spec, resolve_model
 from .protocols import predict
 from .usage import print_estimate, usage_totals
 
@@ -85,45 +86,6 @@ def file_digest(folder: str) -> str:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
     return digest.hexdigest()[:16]
-
-
-# ---------------------------------------------------------------- append-only jsonl with torn-line recovery
-
-def read_jsonl(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    lines = path.read_text(encoding="utf-8").split("\n")
-    records = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            if number >= len(lines) - 1:  # the last line, cut by a kill mid-write: drop it and go on
-                write_jsonl_atomic(path, records)
-                break
-            raise ValueError(f"{path}:{number}: corrupt record ({exc.msg}); delete the run folder or the line") from None
-    if lines[-1]:  # the crash also cost the last record its newline: end the line, or the next append joins it
-        write_jsonl_atomic(path, records)
-    return records
-
-
-# A lone surrogate (a model answer's escaped "\\ud800") cannot be written as UTF-8: backslashreplace writes
-# it as the JSON escape it came from (it only occurs inside JSON strings), so every line reads back.
-def write_jsonl_atomic(path: Path, records: Iterable[dict]) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8",
-                   errors="backslashreplace")
-    tmp.replace(path)
-
-
-def append_jsonl(path: Path, records: Iterable[dict]) -> None:
-    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-    with path.open("a", encoding="utf-8", errors="backslashreplace") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
 
 
 # ---------------------------------------------------------------- one run folder
@@ -234,7 +196,7 @@ class LazyBackend:
 
     def get(self):
         if self.backend is None:
-            self.backend = make_backend(self.cfg, self.spec)
+            self.backend = make_backend(backend_spec(self.cfg, self.spec))
         return self.backend
 
     def describe(self, folder: Path) -> dict[str, Any]:
@@ -317,7 +279,7 @@ class BertScoreStage:
         self.metric = None
 
     def score(self, part: list[dict], instances: dict, records: list[dict]) -> list[dict]:
-        from .bertscore import BertScore, texts
+        from ..scoring.bertscore import BertScore, texts
 
         if self.metric is None:  # loaded on first use; idf weights come from all references of the run
             refs = [texts(r["task"], r["gold"], r["prediction"])[1] for r in records if self.applies(r["task"])]
@@ -341,7 +303,7 @@ class JudgeStage:
         return TASKS[task].judged
 
     def __init__(self, cfg: EvalConfig, backend=None):
-        from .judge import Judge
+        from ..scoring.judge import Judge
 
         self.cfg = cfg.judge
         self.chunk = 64
@@ -350,7 +312,7 @@ class JudgeStage:
         self.judge = None
 
     def score(self, part: list[dict], instances: dict, records: list[dict]) -> list[dict]:
-        from .judge import JudgeCache
+        from ..scoring.judge import JudgeCache
 
         if self.judge is None:
             self.judge = self._judge_cls(self._backend or make_judge_backend(self.cfg), model=self.cfg.model,
@@ -363,12 +325,6 @@ class JudgeStage:
     def close(self) -> None:
         if self.judge is not None and self._backend is None:  # a judge backend given to run() stays open
             self.judge.backend.close()
-
-
-def make_judge_backend(judge) -> Any:
-    options = {f.name: getattr(judge, f.name) for f in fields(ApiOptions)}
-    cfg = EvalConfig(model=judge.model, backend=judge.backend, batch_size=judge.batch_size, progress=False, **options)
-    return make_backend(cfg, resolve_model(cfg))
 
 
 def make_scorers(cfg: EvalConfig, judge_backend=None) -> list:

@@ -10,8 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from ..scoring.judge import judge_budget
 from ..tasks import TASKS, Instance
-from .config import EvalConfig, budget_override, judge_budget
+from .config import EvalConfig, budget_override
 from .protocols import is_ranked, max_new_tokens, messages
 
 CHARS_PER_TOKEN = 4
@@ -26,7 +27,7 @@ def estimate(cfg: EvalConfig, todo: Sequence[Instance], instances: Iterable[Inst
              judged: set[str], cache_path: Path | None) -> dict[str, dict[str, int]]:
     """Calls and tokens still to be paid: the model's (backend=openai) for ``todo``, and the judge's for the
     judged tasks' instances not yet ``judged`` (an unpredicted answer is estimated as long as its gold)."""
-    from .judge import JudgeCache, check_prompt, prompt_key
+    from ..scoring.judge import JudgeCache, check_prompt, prompt_key
 
     out: dict[str, dict[str, int]] = {}
     if cfg.backend == "openai":

@@ -7,13 +7,11 @@ the run it came from.
 
 from __future__ import annotations
 
-import argparse
 import json
-import sys
 from pathlib import Path
-from typing import Sequence
 
-from ..provenance import unfinished_training_run, versions, write_json_atomic
+from ..io import write_json_atomic
+from ..provenance import unfinished_training_run, versions
 from .models import compute_dtype
 
 
@@ -41,13 +39,3 @@ def merge(run_dir: Path, out: Path) -> Path:
                                            "trained_base_quantization": prov.get("base_quantization", "none"),
                                            "versions": versions()})
     return out
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rescue-train merge", description=__doc__.splitlines()[0])
-    parser.add_argument("run_dir", type=Path, help="a run folder written by `rescue-train train`")
-    parser.add_argument("--out", type=Path, default=None, help="output folder (default: RUN_DIR/merged)")
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    out = merge(args.run_dir.resolve(), (args.out or args.run_dir / "merged").resolve())
-    print(f"merged model: {out}")
-    return 0

@@ -20,8 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..io import write_json_atomic
 from ..model_card import write_model_card
-from ..provenance import config_hash, git_commit, versions, write_json_atomic
+from ..provenance import config_hash, git_commit, versions
 from . import data as run_data
 from .models import compute_dtype, load_model, load_tokenizer, lora_config, resolve_model_path
 

@@ -43,8 +43,8 @@ def class_weights(tasks: Sequence[str], classes: Sequence[str | None], strategy:
     _check(strategy, "balance.class_weights")
     if strategy == "none":
         return [1.0] * len(tasks)
-    from sklearn.utils.class_weight import compute_class_weight
     import numpy as np
+    from sklearn.utils.class_weight import compute_class_weight
 
     weights = [1.0] * len(tasks)
     for task in dict.fromkeys(tasks):

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from ..data.config import ANSWER_FORMATS, MODES, BuildOptions
 from ..data.schema import Sample
-from .base import (ANSWER_FORMATS, METRICS, MODES, BuildOptions, BuildResult, Instance, JudgeCheck, Parsed, ReportColumn,
-                   Rubric, Task)
 from .context import build_messages
 from .er import EmotionRecognition
 from .itp import InterventionTiming
@@ -15,6 +14,8 @@ from .rpp import RelationPattern
 from .rsg import SupportGeneration
 from .ssp import SupportStrategy
 from .stp import SupportTarget
+from .task import Task
+from .types import METRICS, BuildResult, Instance, JudgeCheck, Parsed, ReportColumn, Rubric
 from .vp import ViewpointPrediction
 
 TASKS: dict[str, Task] = {t.name: t for t in (
@@ -22,6 +23,11 @@ TASKS: dict[str, Task] = {t.name: t for t in (
     ViewpointPrediction(), SupportGeneration(),
 )}
 CLOSED_SET_TASKS = tuple(name for name, t in TASKS.items() if t.closed_set)
+
+
+def report_columns() -> dict[str, ReportColumn]:
+    """Every registered task's report columns by key."""
+    return {c.key: c for task in TASKS.values() for c in task.report_columns}
 
 
 def get_task(name: str) -> Task:
@@ -47,4 +53,5 @@ def render(inst: Instance, mode: str = "dialogue", fmt: str = "label") -> list[d
 
 
 __all__ = ["ANSWER_FORMATS", "CLOSED_SET_TASKS", "METRICS", "MODES", "TASKS", "BuildOptions", "BuildResult",
-           "Instance", "JudgeCheck", "Parsed", "ReportColumn", "Rubric", "Task", "build", "get_task", "render"]
+           "Instance", "JudgeCheck", "Parsed", "ReportColumn", "Rubric", "Task", "build", "get_task", "render",
+           "report_columns"]

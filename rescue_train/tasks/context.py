@@ -12,8 +12,9 @@ dialogue from one prefill. The input mode selects the cue fields shown for each 
 
 from __future__ import annotations
 
+from ..data.config import MODES
 from ..data.schema import THERAPIST, PersonCue, Row, Sample
-from .base import MODES, Instance
+from .types import Instance
 
 SYSTEM_PROMPT = (
     "You are an expert in couple and family therapy process research. You read transcripts of real "

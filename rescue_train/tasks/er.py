@@ -12,10 +12,12 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
+from ..data.config import BuildOptions
 from ..data.schema import Sample
-from .base import (BuildOptions, BuildResult, Instance, JudgeCheck, Parsed, ReportColumn, Rubric, count, find_json,
-                   json_object, shown, text_field, word_count)
+from .answers import find_json, shown, text_field, word_count
 from .generation import GenerationTask, first_value, speaker_turn
+from .task import count, json_object
+from .types import BuildResult, Instance, JudgeCheck, Parsed, ReportColumn, Rubric
 
 # S_emo, the judge's part of the ER score (our own wording); intensity is scored by formula.
 ER_RUBRIC = Rubric(

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, Sequence
 
+from ..data.config import BuildOptions
 from ..data.schema import Row, Sample
-from .base import BuildOptions, BuildResult, Instance, Task, count, evenly_spaced, instance_id, window
+from .task import Task, count, evenly_spaced, window
+from .types import BuildResult, Instance, instance_id
 
 
 class GenerationTask(Task):

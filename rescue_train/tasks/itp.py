@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..data.schema import Sample
 from ..data import taxonomy
-from .base import (BuildOptions, BuildResult, ClosedSetTask, Instance, Parsed, ReportColumn, count, evenly_spaced,
-                   find_json, instance_id, window)
+from ..data.config import BuildOptions
+from ..data.schema import Sample
+from .answers import find_json
+from .task import ClosedSetTask, count, evenly_spaced, window
+from .types import BuildResult, Instance, Parsed, ReportColumn, instance_id
 
 YES, NO = "yes", "no"
 _YES_WORDS = {"yes", "y", "true", "1", "speak", "should_speak", "intervene"}

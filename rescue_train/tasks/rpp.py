@@ -17,8 +17,10 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..data import taxonomy
+from ..data.config import BuildOptions
 from ..data.schema import Row, Sample
-from .base import BuildOptions, BuildResult, ClosedSetTask, Instance, ReportColumn, count, instance_id, window
+from .task import ClosedSetTask, count, window
+from .types import BuildResult, Instance, ReportColumn, instance_id
 
 DEFINITIONS = {
     "D": ("therapist", ("relation_cycle_state", "relation_pattern")),

@@ -26,11 +26,13 @@ import re
 from typing import Any, Sequence
 
 from ..data import taxonomy
+from ..data.config import BuildOptions
 from ..data.schema import THERAPIST, Row, Sample
-from .base import (BuildOptions, BuildResult, Instance, JudgeCheck, Parsed, ReportColumn, Rubric, Task, clean_text,
-                   count, evenly_spaced, find_json, instance_id, json_object, shown, window, word_count)
+from .answers import clean_text, find_json, shown, word_count
 from .context import render_context
 from .targets import raw_target
+from .task import Task, count, evenly_spaced, json_object, window
+from .types import BuildResult, Instance, JudgeCheck, Parsed, ReportColumn, Rubric, instance_id
 
 JSON_KEY = "response"
 

@@ -10,9 +10,11 @@ from __future__ import annotations
 from typing import Sequence
 
 from ..data import taxonomy
+from ..data.config import BuildOptions
 from ..data.schema import Sample
-from .base import BuildOptions, BuildResult, ClosedSetTask, Instance, ReportColumn, count, instance_id, window
 from .targets import support_rows
+from .task import ClosedSetTask, count, window
+from .types import BuildResult, Instance, ReportColumn, instance_id
 
 
 def latest_emotion(sample: Sample, rows: tuple[int, ...], target: str) -> str:

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..data.schema import Sample
-from ..data.schema import GROUP_LABEL
-from .base import BuildOptions, BuildResult, ClosedSetTask, Instance, ReportColumn, instance_id, window
+from ..data.config import BuildOptions
+from ..data.schema import GROUP_LABEL, Sample
 from .targets import candidate_targets, support_rows
+from .task import ClosedSetTask, window
+from .types import BuildResult, Instance, ReportColumn, instance_id
 
 
 class SupportTarget(ClosedSetTask):

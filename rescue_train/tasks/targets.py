@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..data.schema import GROUP_SPEAKERS, THERAPIST, Row, Sample
-from .base import count
+from .task import count
 
 
 def raw_target(row: Row) -> tuple[tuple[str, ...], str]:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from ..data.config import BuildOptions
 from ..data.schema import Sample
-from .base import (BuildOptions, BuildResult, Instance, JudgeCheck, Parsed, ReportColumn, Rubric, count, find_json,
-                   json_object, shown, text_field)
+from .answers import find_json, shown, text_field
 from .generation import GenerationTask, first_value, speaker_turn
+from .task import count, json_object
+from .types import BuildResult, Instance, JudgeCheck, Parsed, ReportColumn, Rubric
 
 # The judge's grading (our own wording): the paper's 1-5 Likert score for the whole predicted set against
 # the gold set (``likert5``), or the reference scripts' scheme (``ref0to6``): pairings 0-2 plus viewpoint 0-4.

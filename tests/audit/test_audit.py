@@ -14,7 +14,6 @@ from rescue_train.audit.split import split_sentences
 from rescue_train.audit.stats import analyse, compare, holm, rate, sentence_values
 from rescue_train.data import load_benchmark
 
-
 # ---------------------------------------------------------------- splitter, one rule per case
 
 @pytest.mark.parametrize("text, relate, default", [
@@ -387,7 +386,7 @@ def test_judge_takes_eval_api_options():
 
 
 def test_refused_and_truncated_answers_are_counted_parse_failures():
-    from rescue_train.evaluation.backends import Completion
+    from rescue_train.inference import Completion
 
     assert C.label_answer(Completion("", "content_filter", refusal="content filter"))["error"] == \
         "refused: content filter"
@@ -398,7 +397,7 @@ def test_refused_and_truncated_answers_are_counted_parse_failures():
 
 def test_a_stopping_judge_error_keeps_the_finished_answers(tmp_path):
     from rescue_train.audit.runner import run
-    from rescue_train.evaluation.backends import BackendError, Completion
+    from rescue_train.inference import BackendError, Completion
 
     class Stopping:  # answers the first request, then stops as the API backend does on a 4xx
         def generate(self, prompts, **kwargs):
@@ -426,8 +425,8 @@ def test_a_stopping_judge_error_keeps_the_finished_answers(tmp_path):
 # ---------------------------------------------------------------- agreement with human labels
 
 def test_sentence_agreement_through_the_agreement_command(tmp_path, capsys):
-    from rescue_train.cli import main
     from rescue_train.audit.runner import RESULTS_FORMAT
+    from rescue_train.cli import main
 
     five = (*C.IF_KEYS, C.OS_KEY)
     met = [{"bond_anchoring": ("MET", "supporter_dyad")}, {"intimate_dyad": ("MET", "other_person")}, {},

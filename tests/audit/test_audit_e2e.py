@@ -7,7 +7,6 @@ import json
 import re
 
 import pytest
-
 from evaluation_helpers import FakeOpenAIServer
 
 from rescue_train.audit.config import load_config

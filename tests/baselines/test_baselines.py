@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import pytest
+from baselines_helpers import emotion, instances, row, sample, therapist, viewpoint
+from rescue_train.baselines.base import stp_role
+from rescue_train.baselines.heuristics import Heuristic, typical_phrase
+from rescue_train.baselines.majority import Majority
+from rescue_train.baselines.prior import LabelPrior, Uniform, draw_ranking
+from rescue_train.baselines.runner import Fold, assert_disjoint, score
+from rescue_train.baselines.tfidf import TfidfLogReg, TfidfLogRegBalanced, feature_text
 
-from baselines.base import stp_role
-from baselines.heuristics import Heuristic, typical_phrase
-from baselines.majority import Majority
-from baselines.prior import LabelPrior, Uniform, draw_ranking
-from baselines.tfidf import TfidfLogReg, TfidfLogRegBalanced, feature_text
-from baselines.runner import Fold, assert_disjoint, score
 from rescue_train.data.splits import LeakageError
 from rescue_train.tasks import Instance
-
-from baselines_helpers import emotion, instances, row, sample, therapist, viewpoint
 
 COUPLE_RELATIONS = ["pursue_withdraw", "attack_attack", "withdraw_withdraw", "repair_softening",
                     "constructive_alignment", "mixed_transition"]

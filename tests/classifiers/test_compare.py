@@ -13,12 +13,11 @@ import numpy as np
 import pytest
 from sklearn.metrics import balanced_accuracy_score, f1_score
 
-from rescue_train.classifiers import compare
 from rescue_train.classifiers.classifier import LabelSpace
-from rescue_train.classifiers.compare import (EvalSettings, Predictions, batch_metrics, frequency_groups, load_config,
-                                           scope_statistics)
-
-
+from rescue_train.cli import main as cli
+from rescue_train.compare.config import EvalSettings, load_config
+from rescue_train.compare.runner import compare
+from rescue_train.compare.stats import HEADLINE, Predictions, batch_metrics, frequency_groups, scope_statistics
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -30,19 +29,6 @@ def test_load_config_merges_recipe_and_overrides_and_always_compares_against_non
     assert config.output_dir == "runs/compare/rpp_cls-sklearn"
     assert "smote" in load_config(["recipe=ssp_cls"]).strategies
     assert "crt" in load_config(["recipe=ssp_cls", "backend=torch"]).strategies
-
-
-def test_old_spellings_still_load_with_a_warning():
-    from rescue_train.settings import RenamedWarning
-
-    with pytest.warns(RenamedWarning) as caught:
-        config = load_config(["recipe=rpp_cls", "folds=[0,2]", "out_dir=runs/x", "data.k=3",
-                              "data.build.rpp_definition=A"])
-    assert (config.test_folds, config.output_dir, config.data.folds, config.data.rpp_definition) == \
-        ([0, 2], "runs/x", 3, "A")
-    assert [str(w.message) for w in caught] == [
-        "folds= is deprecated; use test_folds=", "out_dir= is deprecated; use output_dir=",
-        "data.k= is deprecated; use data.folds=", "data.build.rpp_definition= is deprecated; use data.rpp_definition="]
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -132,7 +118,7 @@ def test_bootstrap_resamples_units_not_rows():
 def _run(tmp_path, *extra):
     argv = ["recipe=rpp_cls", f"output_dir={tmp_path / 'cmp'}", "evaluation.bootstrap=100",
             "evaluation.permutations=100", *extra]
-    assert compare.main(argv) == 0
+    assert cli(["compare", *argv]) == 0
     return json.loads((tmp_path / "cmp" / "results.json").read_text())
 
 
@@ -145,7 +131,7 @@ def test_sklearn_compare_on_bundled_data_writes_everything_and_resumes(tmp_path)
     couple = results["scopes"]["couple"]
     assert couple["n"] == 54 and couple["units"] == 5  # every couple RPP instance is tested once
     for name, stats in couple["strategies"].items():
-        assert set(stats["estimate"]) == set(compare.HEADLINE)
+        assert set(stats["estimate"]) == set(HEADLINE)
         low, high = stats["ci"]["macro_f1"]
         assert low <= stats["estimate"]["macro_f1"] <= high
         assert (name == "none") != ("vs_none" in stats)
@@ -164,7 +150,8 @@ def test_sklearn_compare_on_bundled_data_writes_everything_and_resumes(tmp_path)
     assert again["scopes"]["couple"]["strategies"]["none"] == couple["strategies"]["none"]
     # Settings that change a run's result refuse to mix.
     with pytest.raises(ValueError, match=r"other settings \(changed: \['sklearn'\]\)"):
-        _run(tmp_path, "sklearn.C=3.0")
+        compare(load_config(["recipe=rpp_cls", f"output_dir={out}", "evaluation.bootstrap=100",
+                             "evaluation.permutations=100", "sklearn.C=3.0"]))
 
 
 @pytest.mark.slow
@@ -188,12 +175,12 @@ def test_torch_compare_with_tiny_decoder_and_lora(tmp_path):
 
 
 @pytest.mark.slow
-def test_merge_puts_two_comparisons_in_one_table_each_tested_against_its_own_none(tmp_path):
+def test_merge_puts_two_comparisons_in_one_table_each_tested_against_its_own_none(tmp_path, capsys):
     base = ["recipe=ssp_cls", "test_folds=[0,1]", "evaluation.bootstrap=50", "evaluation.permutations=64", "plots=false"]
-    assert compare.main([*base, "strategies=[inverse_freq]", f"output_dir={tmp_path / 'plain'}"]) == 0
-    assert compare.main([*base, "strategies=[posthoc_la]", "sklearn.C=0.5", f"output_dir={tmp_path / 'c05'}"]) == 0
+    assert cli(["compare", *base, "strategies=[inverse_freq]", f"output_dir={tmp_path / 'plain'}"]) == 0
+    assert cli(["compare", *base, "strategies=[posthoc_la]", "sklearn.C=0.5", f"output_dir={tmp_path / 'c05'}"]) == 0
     merged_dir = tmp_path / "merged"
-    assert compare.main([f"merge=[{tmp_path / 'plain'},{tmp_path / 'c05'}]", f"output_dir={merged_dir}",
+    assert cli(["compare", f"merge=[{tmp_path / 'plain'},{tmp_path / 'c05'}]", f"output_dir={merged_dir}",
                          "evaluation.bootstrap=50", "evaluation.permutations=64", "plots=false"]) == 0
     merged = json.loads((merged_dir / "results.json").read_text())
     plain = json.loads((tmp_path / "plain" / "results.json").read_text())
@@ -206,5 +193,5 @@ def test_merge_puts_two_comparisons_in_one_table_each_tested_against_its_own_non
     assert both["plain:inverse_freq"]["vs_none"]["macro_f1"]["p_value"] == single["p_value"]
     assert [m["prefix"] for m in merged["provenance"]["merged"]] == ["plain", "c05"]
     assert "| c05:posthoc_la |" in (merged_dir / "results.md").read_text()
-    with pytest.raises(ValueError, match="two or more comparisons"):
-        compare.main([f"merge=[{tmp_path / 'plain'}]", f"output_dir={merged_dir}"])
+    assert cli(["compare", f"merge=[{tmp_path / 'plain'}]", f"output_dir={merged_dir}"]) == 2
+    assert "two or more comparisons" in capsys.readouterr().err

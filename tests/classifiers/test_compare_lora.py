@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from rescue_train.classifiers import compare
-from rescue_train.classifiers.compare import load_config
-from rescue_train.classifiers.compare.lora import balance_overrides, rank_command, training_command
+from rescue_train.cli import main as cli
+from rescue_train.compare.config import load_config, run_settings
+from rescue_train.compare.lora import balance_overrides, rank_command, training_command
 
 CPU_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "accelerate" / "cpu.yaml"
 LLM_STRATEGIES = ["none", "inverse_freq", "sqrt_sampling", "balanced_sampling", "sqrt_weights",
@@ -28,7 +28,7 @@ def test_lora_recipe_gives_llm_strategies_and_training_overrides_for_every_run()
     assert "balance" not in config.training_config and "seed" not in config.training_config
     assert (config.data.source, config.data.folds, config.data.split_seed) == ("bundled", 5, 0)
     assert config.output_dir == "runs/compare/rpp_lora-lora"
-    assert compare.run_settings(config)["training_config"]["model"]["name"] == "tiny"
+    assert run_settings(config)["training_config"]["model"]["name"] == "tiny"
 
 
 def test_every_llm_strategy_maps_to_the_training_paths_balance_options():
@@ -99,8 +99,8 @@ def test_lora_compare_rejects_bad_settings_clearly(argv, message):
 
 @pytest.mark.slow
 def test_lora_compare_tiny_two_strategies_two_folds_end_to_end(tmp_path, capsys):
-    from rescue_train.data.splits import SplitManifest
     from rescue_train.classifiers.classifier import load_cls_rows
+    from rescue_train.data.splits import SplitManifest
 
     out = tmp_path / "cmp"
     argv = ["recipe=ssp_lora", "model=tiny", "strategies=[sqrt_sampling_sqrt_weights]", "test_folds=[0,1]",
@@ -108,12 +108,12 @@ def test_lora_compare_tiny_two_strategies_two_folds_end_to_end(tmp_path, capsys)
             "train.batch_size=2", "train.grad_accum=1", "train.max_length=1024", "train.report_to=[none]",
             "data.context=2", "evaluation.bootstrap=50", "evaluation.permutations=100"]
     # Dry run: nothing is finished, so it trains the first run to time it.
-    assert compare.main([*argv, "dry_run=true"]) == 0
+    assert cli(["compare", *argv, "dry_run=true"]) == 0
     printed = capsys.readouterr().out
     assert "4 runs (2 strategies x folds x 1 seeds): 1 finished, 3 to run; about" in printed
     assert (out / "runs" / "none" / "fold0_seed0.json").exists() and not (out / "results.json").exists()
 
-    assert compare.main(argv) == 0
+    assert cli(["compare", *argv]) == 0
     results = json.loads((out / "results.json").read_text())
     assert results["backend"] == "lora" and list(results["strategies"]) == ["none", "sqrt_sampling_sqrt_weights"]
     assert results["folds"] == [0, 1]
@@ -139,14 +139,14 @@ def test_lora_compare_tiny_two_strategies_two_folds_end_to_end(tmp_path, capsys)
     assert "Holm" in (out / "results.md").read_text()
     # Resume: every run is read back, nothing is trained again.
     stamp = (out / "runs" / "none" / "fold0_seed0.json").stat().st_mtime_ns
-    assert compare.main(argv) == 0
+    assert cli(["compare", *argv]) == 0
     assert (out / "runs" / "none" / "fold0_seed0.json").stat().st_mtime_ns == stamp
     assert json.loads((out / "results.json").read_text())["scopes"] == results["scopes"]
     # Classifiers and LLMs in one table, each strategy tested against the `none` of its own kind.
     cls_argv = ["recipe=ssp_cls", "strategies=[inverse_freq]", "test_folds=[0,1]", f"output_dir={tmp_path / 'cls'}",
                 "evaluation.bootstrap=50", "evaluation.permutations=100", "plots=false"]
-    assert compare.main(cls_argv) == 0
-    assert compare.main([f"merge=[{out},{tmp_path / 'cls'}]", f"output_dir={tmp_path / 'all'}", "plots=false"]) == 0
+    assert cli(["compare", *cls_argv]) == 0
+    assert cli(["compare", f"merge=[{out},{tmp_path / 'cls'}]", f"output_dir={tmp_path / 'all'}", "plots=false"]) == 0
     merged = json.loads((tmp_path / "all" / "results.json").read_text())
     assert list(merged["strategies"]) == ["lora:none", "lora:sqrt_sampling_sqrt_weights", "sklearn:none",
                                           "sklearn:inverse_freq"]

@@ -4,7 +4,8 @@ correction, and their behaviour on synthetic data built for the purpose (a null,
 import numpy as np
 import pytest
 
-from rescue_train.classifiers.compare import EvalSettings, Predictions, add_holm, paired_test, scope_statistics
+from rescue_train.compare.config import EvalSettings
+from rescue_train.compare.stats import Predictions, add_holm, paired_test, scope_statistics
 
 GROUP_OF = np.array([0, 1, 2, 2])  # classes 0 head, 1 medium, 2 and 3 tail
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import datasets
 import pytest
-
 from factory import emotion, raw_sample, row, strategy, viewpoint
+
 from rescue_train.cli import main as cli_main
 from rescue_train.convert import ConvertConfig, convert
 from rescue_train.data.config import DataConfig

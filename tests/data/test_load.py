@@ -3,8 +3,8 @@
 import json
 
 import pytest
-
 from factory import emotion, raw_sample, row, strategy
+
 from rescue_train.cli import main as cli_main
 from rescue_train.data import DataError, load_benchmark, load_samples
 

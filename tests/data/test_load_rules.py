@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from factory import raw_sample, row, strategy
+
 from rescue_train.cli import main as cli_main
 from rescue_train.data import DataError, load_benchmark
 from rescue_train.data.splits import assign_units

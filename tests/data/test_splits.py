@@ -1,10 +1,16 @@
 """Leak-free grouping and folds, worked out by hand on small samples."""
 
 import pytest
-
 from factory import row, sample
-from rescue_train.data.splits import (LeakageError, SplitManifest, assign_units, check_leakage,
-                                      load_or_make_manifest, make_manifest)
+
+from rescue_train.data.splits import (
+    LeakageError,
+    SplitManifest,
+    assign_units,
+    check_leakage,
+    load_or_make_manifest,
+    make_manifest,
+)
 
 
 def couple(sample_id, names, n_rows=2):

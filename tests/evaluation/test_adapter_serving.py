@@ -86,10 +86,11 @@ def test_the_adapter_saves_the_models_own_template(run_dir):
 def test_hf_vllm_and_vllm_serve_see_the_same_prompts_and_answer_alike(run_dir, served, tmp_path):
     """The evaluator on the run with the hf and vllm backends, and the documented `rescue-train eval
     backend=openai` against the server; greedy and unconstrained, so the answers must be the same text."""
-    from rescue_train.evaluation.backends.base import ChatEncoder
+    from transformers import AutoTokenizer
+
     from rescue_train.evaluation.config import load_config
     from rescue_train.evaluation.runner import run
-    from transformers import AutoTokenizer
+    from rescue_train.inference.base import ChatEncoder
 
     base = json.loads((run_dir / "provenance.json").read_text())["base_model"]
     common = ["tasks=[ssp,itp]", "limit=3", "protocol=sft", "constrained=false", "bertscore=none", "progress=false",

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from rescue_train.cli import main
-from rescue_train.evaluation.agreement import agreement, gwet_ac1
+from rescue_train.scoring.agreement import agreement, gwet_ac1
 
 JUDGE = [1, 2, 3, 4, 5, 5]
 HUMAN = [1, 2, 3, 5, 5, 4]

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
 from evaluation_helpers import FakeOpenAIServer
 
-from rescue_train.evaluation.backends.openai import OpenAIBackend
 from rescue_train.evaluation.config import load_config
+from rescue_train.inference.openai import OpenAIBackend
 
 
 def test_generate_sends_key_and_json_schema_and_reads_answers(monkeypatch):

@@ -6,7 +6,7 @@ import pytest
 from transformers import AutoTokenizer
 
 from rescue_train.data import load_samples
-from rescue_train.evaluation.backends.base import ChatEncoder
+from rescue_train.inference.base import ChatEncoder
 from rescue_train.tasks import TASKS, build, render
 from rescue_train.tiny import tiny_model_path
 

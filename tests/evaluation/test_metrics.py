@@ -2,8 +2,7 @@
 
 import pytest
 
-from rescue_train.evaluation.metrics import (aggregate, gold_rank, instance_scores, intensity_score, table5_row,
-                                             task_labels)
+from rescue_train.scoring.metrics import aggregate, gold_rank, instance_scores, intensity_score, table5_row, task_labels
 
 
 def rec(task, scenario, gold, prediction, status="ok", **scores):

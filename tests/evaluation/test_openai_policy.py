@@ -10,13 +10,12 @@ import re
 import time
 
 import pytest
-
 from reasoning_api import CANARY_KEY, ReasoningAPI
 
-from rescue_train.evaluation.backends import BackendError
-from rescue_train.evaluation.backends.openai import OpenAIBackend
-from rescue_train.evaluation.cli import main as eval_main
-from rescue_train.evaluation.report import main as report_main
+from rescue_train.cli.eval import main as eval_main
+from rescue_train.cli.report import main as report_main
+from rescue_train.inference import BackendError
+from rescue_train.inference.openai import OpenAIBackend
 
 KEY_VAR = "RT_TEST_CANARY_KEY"
 JSON = {"json": {"type": "object", "properties": {"score": {"type": "integer"}}, "required": ["score"],

@@ -10,14 +10,14 @@ import random
 import pytest
 
 from rescue_train.data import load_benchmark
-from rescue_train.evaluation.backends import Completion
-from rescue_train.evaluation.bertscore import texts
-from rescue_train.evaluation.judge import parse as judge_parse
-from rescue_train.evaluation.judge import verdict
+from rescue_train.data.config import ANSWER_FORMATS
 from rescue_train.evaluation.protocols import generated_record, messages
-from rescue_train.evaluation.runner import append_jsonl, read_jsonl
-from rescue_train.provenance import write_json_atomic
-from rescue_train.tasks import ANSWER_FORMATS, TASKS, build
+from rescue_train.inference import Completion
+from rescue_train.io import append_jsonl, read_jsonl, write_json_atomic
+from rescue_train.scoring.bertscore import texts
+from rescue_train.scoring.judge import parse as judge_parse
+from rescue_train.scoring.judge import verdict
+from rescue_train.tasks import TASKS, build
 
 SEED = 20261130
 MB = 1 << 20

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 from rescue_train.cli import main
-from rescue_train.evaluation.metrics import aggregate, table5_row
 from rescue_train.evaluation.report import render
+from rescue_train.scoring.metrics import aggregate, table5_row
 
 
 def _results():

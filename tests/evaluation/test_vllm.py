@@ -11,10 +11,10 @@ pytest.importorskip("vllm")
 from evaluation_helpers import make_adapter, with_repetition_penalty  # noqa: E402
 
 from rescue_train.data import load_samples  # noqa: E402
-from rescue_train.evaluation.backends.hf import HFBackend  # noqa: E402
 from rescue_train.evaluation.config import load_config  # noqa: E402
 from rescue_train.evaluation.protocols import constraint, messages  # noqa: E402
 from rescue_train.evaluation.runner import run  # noqa: E402
+from rescue_train.inference.hf import HFBackend  # noqa: E402
 from rescue_train.tasks import CLOSED_SET_TASKS, TASKS, build  # noqa: E402
 from rescue_train.tiny import tiny_model_path  # noqa: E402
 
@@ -35,7 +35,7 @@ def adapter(tiny, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def engine(tiny, adapter):
-    from rescue_train.evaluation.backends.vllm import VLLMBackend
+    from rescue_train.inference.vllm import VLLMBackend
 
     backend = VLLMBackend(tiny, adapters={"lora": adapter}, dtype="float32", max_model_len=8192, progress=False)
     yield backend

@@ -8,7 +8,6 @@ import math
 from collections import Counter
 
 import pytest
-
 from sft_helpers import chat, chat_rows, make_trainer, tiny_tokenizer
 
 from rescue_train.sft.weighting import class_key, class_weights, sampling_weights

@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib.util
 
 import pytest
-
 from chat_families import FAMILIES, answer_with_end, family_tokenizer
 from sft_helpers import chat, chat_rows, make_trainer, tiny_model
 
@@ -61,8 +60,8 @@ def labelled(row) -> tuple[int, list[int]]:
 
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_loss_is_the_answer_and_end_of_turn_and_the_prompt_is_the_evaluators(family, converted, tmp_path):
-    from rescue_train.evaluation.backends.base import ChatEncoder
     from rescue_train.evaluation.protocols import messages
+    from rescue_train.inference.base import ChatEncoder
 
     rows, instances = converted
     tokenizer = family_tokenizer(family)
@@ -86,7 +85,7 @@ def test_loss_is_the_answer_and_end_of_turn_and_the_prompt_is_the_evaluators(fam
 
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_the_evaluator_renders_the_published_layout(family):
-    from rescue_train.evaluation.backends.base import ChatEncoder
+    from rescue_train.inference.base import ChatEncoder
 
     tokenizer = family_tokenizer(family)
     encoder = ChatEncoder(tokenizer)
@@ -136,9 +135,9 @@ def test_a_template_that_renders_prompts_differently_is_a_clear_error(tmp_path):
 
 
 def test_a_chat_template_file_replaces_the_models_own_and_a_model_without_one_is_refused(tmp_path):
+    from chat_families import QWEN25
     from omegaconf import OmegaConf
 
-    from chat_families import QWEN25
     from rescue_train.sft.models import load_tokenizer
     from rescue_train.tiny import tiny_model_path
 

@@ -8,10 +8,9 @@ import subprocess
 import sys
 
 import pytest
-
 from sft_helpers import ROOT
 
-from rescue_train.train_cli import main
+from rescue_train.cli.train import main
 from rescue_train.settings import CONF_DIR
 from rescue_train.sft.config import compose, recipe_names, split_recipe
 

@@ -11,7 +11,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from sft_helpers import ROOT, chat_rows, make_trainer, tiny_model
 
 from rescue_train.tiny import CHAT_TEMPLATE
@@ -71,7 +70,7 @@ def test_merge_equals_base_plus_adapter(launched_run, tmp_path):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    from rescue_train.sft.merge import main
+    from rescue_train.cli.merge import main
 
     assert main([str(launched_run), "--out", str(tmp_path / "merged")]) == 0
     prov = json.loads((launched_run / "provenance.json").read_text())

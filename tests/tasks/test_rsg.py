@@ -6,14 +6,15 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from factory import row, sample, strategy
 from test_judge import Scripted
+
 from rescue_train.data import load_samples, taxonomy
-from rescue_train.evaluation.judge import Judge
-from rescue_train.evaluation.metrics import aggregate, distinct_n, table5_row
-from rescue_train.tasks import TASKS, BuildOptions, build, render
-from rescue_train.tasks.base import word_count
+from rescue_train.data.config import BuildOptions
+from rescue_train.scoring.judge import Judge
+from rescue_train.scoring.metrics import aggregate, distinct_n, table5_row
+from rescue_train.tasks import TASKS, build, render
+from rescue_train.tasks.answers import word_count
 
 T = "Therapist"
 RSG = TASKS["rsg"]
@@ -163,8 +164,8 @@ def test_judge_grades_generated_and_real_turns_blind_and_checks_adherence():
 
 
 def test_baselines_repeat_generic_and_retrieve_from_training_units_only():
-    from baselines.registry import BASELINES
-    from baselines.support import GENERIC_REPLY
+    from rescue_train.baselines.registry import BASELINES
+    from rescue_train.baselines.support import GENERIC_REPLY
 
     train = sample("t1/001", [
         row("Ann", [T], "I feel so alone in this marriage, every single day."),

@@ -10,7 +10,8 @@ import pytest
 from rescue_train.data import load_samples
 from rescue_train.data.taxonomy import SCENARIOS
 from rescue_train.tasks import TASKS, BuildResult, Instance, ReportColumn, build
-from rescue_train.tasks.base import ClosedSetTask, instance_id, window
+from rescue_train.tasks.task import ClosedSetTask, window
+from rescue_train.tasks.types import instance_id
 
 NAME = "toy_next"
 
@@ -58,8 +59,8 @@ def test_build_convert_stats_and_weights(registered, tmp_path):
     import datasets
 
     from rescue_train.convert import ConvertConfig, convert
-    from rescue_train.stats import compute_stats
     from rescue_train.sft.weighting import class_key
+    from rescue_train.stats import compute_stats
 
     golds = expected_golds()
     assert [i.gold for i in build(NAME, load_samples("bundled")).instances] == golds
@@ -74,11 +75,11 @@ def test_build_convert_stats_and_weights(registered, tmp_path):
 
 
 def test_eval_with_hf_then_report(registered, tmp_path):
-    from rescue_train.evaluation.backends.hf import HFBackend
     from rescue_train.evaluation.config import load_config
     from rescue_train.evaluation.protocols import constraint, max_new_tokens
     from rescue_train.evaluation.report import plot, render
     from rescue_train.evaluation.runner import run
+    from rescue_train.inference.hf import HFBackend
     from rescue_train.tiny import tiny_model_path
 
     cfg = load_config(["model=tiny", f"tasks=[{NAME}]", "protocol=rank", "limit=6", "bertscore=none",
@@ -104,7 +105,7 @@ def test_eval_with_hf_then_report(registered, tmp_path):
 
 
 def test_closed_set_baselines_cover_it(registered):
-    from baselines.runner import RunConfig, run
+    from rescue_train.baselines.runner import RunConfig, run
 
     results, records = run(RunConfig(source="bundled", tasks=(NAME,), baselines=("majority", "tfidf_lr")))
     assert {r["task"] for r in records["majority"]} == {NAME}

@@ -3,10 +3,11 @@
 from collections import Counter
 
 import pytest
-
 from factory import emotion, row, sample, strategy, viewpoint
-from rescue_train.tasks import TASKS, BuildOptions, build, render
-from rescue_train.tasks.base import evenly_spaced, window
+
+from rescue_train.data.config import BuildOptions
+from rescue_train.tasks import TASKS, build, render
+from rescue_train.tasks.task import evenly_spaced, window
 
 T = "Therapist"
 SIX_WORDS = "I just feel so alone here."

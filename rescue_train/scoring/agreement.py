@@ -1,4 +1,4 @@
-"""``rescue-train agreement RESULTS --human FILE``: how well the LLM judge agrees with human raters.
+"""How well an LLM judge agrees with human raters (``rescue-train agreement RESULTS --human FILE``).
 
 The human file (CSV with a header, or JSONL) has one judged instance per line: ``id`` and ``score``, and
 optionally ``rater`` (agreement is then also reported per rater). Judge scores come from the results'
@@ -11,14 +11,11 @@ and the agreement is sentence-level (see rescue_train/audit/agreement.py).
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
-
-from .report import load_results
 
 
 def gwet_ac1(a: Sequence[int], b: Sequence[int], categories: Sequence[int]) -> float | None:
@@ -88,35 +85,3 @@ def compare(results: dict[str, Any], human: list[dict[str, Any]], weights: str =
             pairs[record["task"]]["all raters"].append((int(judged), row["score"]))
     return {task: {rater: agreement([j for j, _ in p], [h for _, h in p], *scales[task], weights)
                    for rater, p in by_rater.items()} for task, by_rater in pairs.items()}
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rescue-train agreement", description=__doc__.split("\n\n")[0])
-    parser.add_argument("results", help="results.json (or its run folder) with judge scores, or an audit's")
-    parser.add_argument("--human", required=True, help="CSV or JSONL with id, score[, rater]; for an audit: "
-                        "dialogue_id, turn_id, sentence_id[, system, rater, text] and IF/OS columns")
-    parser.add_argument("--weights", choices=("linear", "quadratic"), default="linear", help="kappa weights")
-    parser.add_argument("--json", action="store_true", help="print JSON")
-    args = parser.parse_args(argv)
-    try:
-        human_path = Path(args.human)
-        from ..audit.agreement import main_audit, read_results
-
-        audit = read_results(args.results)
-        if audit is not None:  # sentence labels of `rescue-train audit`
-            return main_audit(audit, human_path, args.json)
-        report = compare(load_results(args.results), read_human(human_path), args.weights, str(human_path))
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"rescue-train agreement: error: {exc}")
-        return 2
-    if args.json:
-        print(json.dumps(report, indent=2))
-        return 0
-    kappa = f"kappa_{args.weights}"
-    print(f"| Task | Rater | n | Exact | MAE | κ ({args.weights}) | AC1 |\n|---|---|---:|---:|---:|---:|---:|")
-    for task, by_rater in report.items():
-        for rater, m in by_rater.items():
-            values = [m["exact_agreement"], m["mae"], m[kappa], m["gwet_ac1"]]
-            print(f"| {task} | {rater} | {m['n']} | " + " | ".join("–" if v is None else f"{v:.3f}" for v in values)
-                  + " |")
-    return 0

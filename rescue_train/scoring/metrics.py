@@ -20,11 +20,10 @@ import warnings
 from typing import Any, Iterable, Sequence
 
 import numpy as np
-from sklearn.metrics import (accuracy_score, balanced_accuracy_score, f1_score,
-                             precision_recall_fscore_support)
+from sklearn.metrics import accuracy_score, balanced_accuracy_score, f1_score, precision_recall_fscore_support
 
 from ..tasks import TASKS
-from ..tasks.base import WORD
+from ..tasks.answers import WORD
 
 SCOPES = ("couple", "family", "both")
 RANK_DEPTH = 3  # the paper scores the top-3 list: MRR is 0 when the gold is not among them

@@ -15,9 +15,23 @@ An empty prediction (a parse failure) scores 0 without calling the model.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
 
+from ..settings import meaning
 from ..tasks import TASKS
+
+
+@dataclass
+class BertScoreConfig:
+    model: str = field(default="distilbert-base-uncased", metadata=meaning(
+        "a name bert-score knows, a local folder, or none"))
+    num_layers: Optional[int] = field(default=None, metadata=meaning(
+        "None: bert-score's default for a known name (distilbert: 5)"))
+    idf: bool = False
+    rescale: bool = False
+    batch_size: int = 64
+    device: Optional[str] = None
 
 
 def texts(task: str, gold: Any, prediction: Any) -> tuple[str, str]:

@@ -34,7 +34,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any, Sequence
 
-from ...tasks.base import clean_text
+from ..tasks.answers import clean_text
 from .base import Backend, BackendError, Completion, Messages
 
 log = logging.getLogger(__name__)

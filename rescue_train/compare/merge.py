@@ -16,7 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Sequence
 
-from ..classifier import LabelSpace
+from ..classifiers.classifier import LabelSpace
 from .config import CompareConfig, EvalSettings
 
 MERGE_KEYS = ("merge", "output_dir", "plots", "evaluation")
@@ -35,7 +35,7 @@ def _common(values: list[list[int]]) -> list[int]:
 
 
 def merge(folders: Sequence[Path], out: Path, evaluation: EvalSettings, with_plots: bool = True) -> dict:
-    from ...provenance import git_commit, versions
+    from ..provenance import git_commit, versions
     from .runner import STATS_NOTE, write_report
     from .stats import summarise
 
@@ -89,7 +89,7 @@ def merge_main(argv: Sequence[str]) -> int:
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    from ...settings import rename
+    from ..settings import rename
     from .config import RENAMED
 
     overrides = rename([a.lstrip("+") for a in argv], RENAMED)

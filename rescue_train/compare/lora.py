@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import balance
-from ..classifier import LabelSpace
+from ..classifiers import balance
+from ..classifiers.classifier import LabelSpace
 from .config import CompareConfig
 
 SAMPLING = {None: "none", "sqrt": "sqrt", "balanced": "balanced"}  # Strategy.sampling -> balance.sampling

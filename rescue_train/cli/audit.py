@@ -45,7 +45,7 @@ def dry_run_text(plan: dict[str, Any]) -> str:
 
 
 def summary(results: dict[str, Any]) -> str:
-    from .report import ordered_systems
+    from ..audit.report import ordered_systems
 
     analysis = results["analysis"]
     lines = []
@@ -58,9 +58,9 @@ def summary(results: dict[str, Any]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from ..evaluation.backends import BackendError
+    from ..audit.config import AuditConfig, load_config
+    from ..inference import BackendError
     from ..settings import describe, plain_warnings, to_yaml
-    from .config import AuditConfig, load_config
 
     plain_warnings()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -81,13 +81,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if not inputs:
             raise ValueError("name at least one INPUT: an eval results folder, a .jsonl of dialogues, or reference")
-        from .runner import run
+        from ..audit.runner import run
 
         results = run(inputs, cfg)
         if cfg.dry_run:
             print(dry_run_text(results))
             return 0
-        from .report import write_report
+        from ..audit.report import write_report
 
         written = write_report(results, Path(cfg.output_dir), cfg.plots)
         print(summary(results))

@@ -20,12 +20,53 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
+from ..inference import (
+    ApiOptions,
+    Backend,
+    BackendError,
+    BackendSpec,
+    Completion,
+    Messages,
+    as_completion,
+    make_backend,
+)
+from ..inference.options import pick, reasons
+from ..io import append_jsonl, read_jsonl
+from ..settings import meaning
 from ..tasks import TASKS, Instance
-from ..tasks.base import JudgeCheck, Rubric, answer_text, find_json, unfinished_reasoning
-from .backends import Backend, BackendError, Completion, Messages, as_completion
+from ..tasks.answers import answer_text, find_json, unfinished_reasoning
+from ..tasks.types import JudgeCheck, Rubric
+
+VP_SCALES = ("likert5", "ref0to6")
+JUDGE_MAX_NEW_TOKENS = {False: 256, True: 4096}  # by whether the judge reasons
+
+
+@dataclass
+class JudgeConfig(ApiOptions):
+    backend: str = field(default="none", metadata=meaning("none | hf | vllm | openai"))
+    model: Optional[str] = field(default=None, metadata=meaning(
+        "the judge model (a local path, a hub name, or the API model name)"))
+    vp_scale: str = field(default="likert5", metadata=meaning(
+        "the paper's 1-5 Likert; ref0to6 = the reference scripts' 0-2 + 0-4"))
+    max_new_tokens: Optional[int] = field(default=None, metadata=meaning("default 256, 4096 when the judge reasons"))
+    batch_size: int = field(default=8, metadata=meaning("prompts per judge batch (hf)"))
+    cache: bool = field(default=True, metadata=meaning(
+        "verdicts kept in OUTPUT/judge_cache.jsonl by (judge model, prompt hash)"))
+
+
+def judge_budget(judge: JudgeConfig) -> int:
+    return judge.max_new_tokens or JUDGE_MAX_NEW_TOKENS[reasons(judge, judge.backend)]
+
+
+def make_judge_backend(judge: JudgeConfig):
+    """The judge's backend (its engine defaults; API keys from ``judge``)."""
+    return make_backend(BackendSpec(backend=judge.backend, model=judge.model, api=pick(ApiOptions, judge),
+                                    batch_size=judge.batch_size, progress=False))
+
 
 SYSTEM = ("You grade the answers of a model that analyses couple and family therapy transcripts, against an "
           "expert annotator's reference. Judge meaning, not wording. Reply with JSON only.")
@@ -122,8 +163,6 @@ class JudgeCache:
     short by the budget are not kept (a larger budget should ask again)."""
 
     def __init__(self, path: Path | None):
-        from .runner import read_jsonl
-
         self.path = path
         self.entries = {e["key"]: e for e in read_jsonl(path)} if path is not None else {}
 
@@ -133,8 +172,6 @@ class JudgeCache:
                                                      entry.get("refusal"))
 
     def put(self, model: str, answers: Sequence[tuple[str, Completion]]) -> None:
-        from .runner import append_jsonl
-
         new = [{"key": key, "judge_model": model, "raw": a.text, "finish_reason": a.finish_reason,
                 "usage": a.usage, "refusal": a.refusal}
                for key, a in answers if a.finish_reason != "length" and key not in self.entries]

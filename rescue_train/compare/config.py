@@ -13,67 +13,72 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
-from ...data.config import DataConfig
-from .. import balance
-from ..classifier import BalanceSettings, TorchSettings
-from ..sklearn_path import SklearnSettings
+from ..classifiers import balance
+from ..classifiers.classifier import BalanceSettings, TorchSettings
+from ..classifiers.classify_run import DataSettings, check_task, read_config
+from ..classifiers.sklearn_path import SklearnSettings
+from ..settings import meaning
 
 BACKENDS = ("sklearn", "torch", "lora")
 
 
 @dataclass
-class DataSettings(DataConfig):
-    converted: Optional[str] = None  # an existing `rescue-train convert` folder (else converted into OUT/data)
-
-
-@dataclass
 class EvalSettings:
-    bootstrap: int = 1000  # bootstrap resamples of units
-    permutations: int = 1000  # paired permutation test: exact over all 2^u unit swaps when 2^u <= this, else draws
-    confidence: float = 0.95  # interval level
-    head_share: float = 0.20  # a class is "head" when it is >= 20% of its scenario's training instances,
-    tail_share: float = 0.10  # "tail" when < 10%, "medium" in between
-    stats_seed: int = 0  # seed of the bootstrap and permutation draws
+    bootstrap: int = field(default=1000, metadata=meaning("bootstrap resamples of units"))
+    permutations: int = field(default=1000, metadata=meaning(
+        "paired permutation test: exact over all 2^u unit swaps when 2^u <= this, else draws"))
+    confidence: float = field(default=0.95, metadata=meaning("interval level"))
+    head_share: float = field(default=0.20, metadata=meaning(
+        "a class is \"head\" when it is >= 20% of its scenario's training instances,"))
+    tail_share: float = field(default=0.10, metadata=meaning("\"tail\" when < 10%, \"medium\" in between"))
+    stats_seed: int = field(default=0, metadata=meaning("seed of the bootstrap and permutation draws"))
 
 
 @dataclass
 class LaunchSettings:
     """How each LoRA run is started: ``accelerate launch [--config_file F] ARGS -m rescue_train train ...``."""
 
-    config_file: Optional[str] = None  # an accelerate config (configs/accelerate/*.yaml or your own)
-    args: str = ""  # more launch flags, one string: 'launch.args=--num_processes 2 --mixed_precision bf16'
-    keep_checkpoints: bool = False  # trainer checkpoints only serve resuming a run; removed once it is recorded
+    config_file: Optional[str] = field(default=None, metadata=meaning(
+        "an accelerate config (configs/accelerate/*.yaml or your own)"))
+    args: str = field(default="", metadata=meaning(
+        "more launch flags, one string: 'launch.args=--num_processes 2 --mixed_precision bf16'"))
+    keep_checkpoints: bool = field(default=False, metadata=meaning(
+        "trainer checkpoints only serve resuming a run; removed once it is recorded"))
 
 
 @dataclass
 class RankSettings:
     """How each LoRA run's test fold is evaluated (``rescue-train eval run=RUN protocol=rank``)."""
 
-    backend: str = "hf"  # hf | vllm
-    batch_size: int = 8  # prompts per scoring batch (hf)
-    rank_score: str = "sum"  # sum = log P(answer and end of turn); mean = per token
-    args: List[str] = field(default_factory=list)  # more `rescue-train eval` settings, e.g. [max_model_len=8192]
+    backend: str = field(default="hf", metadata=meaning("hf | vllm"))
+    batch_size: int = field(default=8, metadata=meaning("prompts per scoring batch (hf)"))
+    rank_score: str = field(default="sum", metadata=meaning("sum = log P(answer and end of turn); mean = per token"))
+    args: List[str] = field(default_factory=list, metadata=meaning(
+        "more `rescue-train eval` settings, e.g. [max_model_len=8192]"))
 
 
 @dataclass
 class CompareConfig:
-    recipe: str = ""  # a shipped recipe name or a YAML path (recipe=...)
-    task: str = "rpp"  # itp | rpp | stp | ssp
-    backend: str = "sklearn"  # sklearn | torch | lora (set by a *_lora recipe)
-    strategies: Any = "all"  # a list of names, or "all" (every strategy the backend supports)
-    seeds: List[int] = field(default_factory=lambda: [0])  # training seeds
-    test_folds: Optional[List[int]] = None  # test folds to run; null: every fold
-    output_dir: Optional[str] = None  # default runs/compare/<recipe>-<backend>
-    plots: bool = True  # write the PNG plots
-    dry_run: bool = False  # print the number of runs and a time estimate (after one run, if none is finished)
+    recipe: str = field(default="", metadata=meaning("a shipped recipe name or a YAML path (recipe=...)"))
+    task: str = field(default="rpp", metadata=meaning("itp | rpp | stp | ssp"))
+    backend: str = field(default="sklearn", metadata=meaning("sklearn | torch | lora (set by a *_lora recipe)"))
+    strategies: Any = field(default="all", metadata=meaning(
+        "a list of names, or \"all\" (every strategy the backend supports)"))
+    seeds: List[int] = field(default_factory=lambda: [0], metadata=meaning("training seeds"))
+    test_folds: Optional[List[int]] = field(default=None, metadata=meaning("test folds to run; null: every fold"))
+    output_dir: Optional[str] = field(default=None, metadata=meaning("default runs/compare/<recipe>-<backend>"))
+    plots: bool = field(default=True, metadata=meaning("write the PNG plots"))
+    dry_run: bool = field(default=False, metadata=meaning(
+        "print the number of runs and a time estimate (after one run, if none is finished)"))
     data: DataSettings = field(default_factory=DataSettings)
     sklearn: SklearnSettings = field(default_factory=SklearnSettings)
     torch: TorchSettings = field(default_factory=TorchSettings)
     balance: BalanceSettings = field(default_factory=BalanceSettings)
     evaluation: EvalSettings = field(default_factory=EvalSettings)
     # backend=lora: the training overrides given for every run, and the resolved training config they give
-    training: List[str] = field(default_factory=list)  # (lora) training overrides of every run
-    training_config: Dict[str, Any] = field(default_factory=dict)  # (lora) the resolved training config
+    training: List[str] = field(default_factory=list, metadata=meaning("(lora) training overrides of every run"))
+    training_config: Dict[str, Any] = field(default_factory=dict, metadata=meaning(
+        "(lora) the resolved training config"))
     launch: LaunchSettings = field(default_factory=LaunchSettings)
     rank: RankSettings = field(default_factory=RankSettings)
 
@@ -97,8 +102,8 @@ LORA_PER_RUN = {"balance": "the strategy sets balance.*", "seed": "use seeds=[..
 
 def _overrides(argv: Sequence[str]) -> list[str]:
     """The ``key=value`` arguments with old spellings renamed (a warning names the new one)."""
-    from ...data import config as data_config
-    from ...settings import ConfigError, rename
+    from ..data import config as data_config
+    from ..settings import ConfigError, rename
 
     overrides = [a.lstrip("+") for a in argv]
     bad = [a for a in overrides if "=" not in a]
@@ -107,44 +112,11 @@ def _overrides(argv: Sequence[str]) -> list[str]:
     return rename(overrides, {**data_config.RENAMED, **RENAMED})
 
 
-def _check_task(task: str) -> None:
-    from ...tasks import CLOSED_SET_TASKS
-
-    if task not in CLOSED_SET_TASKS:
-        raise ValueError(f"task {task!r} is not a closed-set task ({', '.join(CLOSED_SET_TASKS)})")
-
-
-def read_config(schema: type, argv: Sequence[str], what: str, ignore_in_recipe: Sequence[str] = ()):
-    """Defaults <- recipe YAML <- key=value overrides (OmegaConf dot-list syntax, '+' prefixes allowed), as an
-    instance of the dataclass ``schema``, with the task and backend checked. Shared by ``compare`` and the
-    classifier ``train`` command; ``ignore_in_recipe`` drops recipe keys that the schema does not have."""
-    from omegaconf import OmegaConf
-
-    from ... import settings
-    from ...data import config as data_config
-
-    renamed = {**data_config.RENAMED, **RENAMED}
-    cli = settings.dotlist(settings.rename(data_config.source_shortcut(list(argv)), renamed), what)
-    layers = []
-    recipe = cli.pop("recipe", None)
-    if recipe:
-        path = settings.recipe_path(str(recipe))
-        tree = settings.rename_in(OmegaConf.to_container(OmegaConf.load(path)), renamed, str(path))
-        for key in ignore_in_recipe:
-            tree.pop(key, None)
-        layers += [tree, {"recipe": path.stem}]
-    config = settings.load(schema, [*layers, cli], what)
-    _check_task(config.task)
-    if config.backend not in ("sklearn", "torch"):
-        raise ValueError(f"backend must be sklearn or torch, got {config.backend!r}")
-    return config
-
-
 def is_lora_recipe(argv: Sequence[str]) -> bool:
     """A ``recipe=NAME`` naming a LoRA training recipe (one whose YAML has a Hydra defaults list)."""
     from omegaconf import OmegaConf
 
-    from ...settings import recipe_path
+    from ..settings import recipe_path
 
     names = [a.lstrip("+").split("=", 1)[1] for a in argv if a.lstrip("+").split("=", 1)[0] == "recipe"]
     if not names:
@@ -170,7 +142,7 @@ def lora_training_config(recipe: str, training: Sequence[str]) -> dict:
 
 
 def load_lora_config(argv: Sequence[str]) -> CompareConfig:
-    from ...settings import dotlist, load
+    from ..settings import dotlist, load
 
     overrides = _overrides(argv)
     recipe = [a.split("=", 1)[1] for a in overrides if a.split("=", 1)[0] == "recipe"][-1]
@@ -187,7 +159,7 @@ def load_lora_config(argv: Sequence[str]) -> CompareConfig:
     if len(tasks) != 1:
         raise ValueError(f"recipe {recipe} trains {len(tasks)} tasks ({', '.join(tasks)}); compare one closed-set "
                          f"task at a time (itp_lora, rpp_lora, stp_lora, ssp_lora)")
-    _check_task(tasks[0])
+    check_task(tasks[0])
     data = resolved["data"]
     if data["answer_format"] != "label":
         raise ValueError("data.answer_format must be label: the rank protocol scores each candidate's bare label")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..classifier import LabelSpace
+from ..classifiers.classifier import LabelSpace
 
 
 def _cell(estimate: float | None, ci: list[float] | None) -> str:

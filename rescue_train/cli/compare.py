@@ -1,38 +1,10 @@
-"""``rescue-train compare``: rebalancing strategies x test folds x seeds, with statistics you can trust.
-
-    rescue-train compare recipe=rpp_cls strategies=[none,inverse_freq,posthoc_la] seeds=[0,1] backend=sklearn
-    rescue-train compare recipe=rpp_lora model=qwen2.5-7b-instruct strategies=[sqrt_sampling,inverse_freq] \
-        train.max_steps=300 seeds=[0,1,2]
-
-Each test fold of the grouped k-fold manifest takes its turn (validation = the next fold, train = the
-rest). A classifier recipe trains in this process; a LoRA recipe trains each run through the ordinary
-training path (``accelerate launch ... rescue_train train``) and ranks its test fold's candidates with
-``rescue-train eval run=RUN protocol=rank`` (the run's own data configuration). Every finished (strategy, fold, seed) run is one JSON file
-under ``OUT/runs/``, written atomically, so an interrupted comparison resumes where it stopped; a hash of
-the settings that shape a run refuses to mix runs made under other settings. Predictions of all test folds
-are pooled (each instance is predicted once per seed by a model that never saw its unit), scored per seed
-and averaged over seeds. ``rescue-train compare merge=[DIR,DIR,...]`` puts finished comparisons of one
-task (classifiers and LLMs) into one table.
-
-Parts: :mod:`.config` (settings), :mod:`.runner` (runs and the ``compare`` entry), :mod:`.lora` (one LoRA
-run), :mod:`.stats` (metrics, intervals, tests), :mod:`.report` (markdown and plots), :mod:`.merge`.
-"""
+"""``rescue-train compare``: rebalancing strategies x test folds x seeds (rescue_train.compare)."""
 
 from __future__ import annotations
 
-from .. import balance
-from .config import (BACKENDS, CompareConfig, DataSettings, EvalSettings, LaunchSettings, RankSettings,
-                     load_config, read_config, run_settings)
-from .report import markdown, plots
-from .runner import compare, fold_data, prepare_data, run_all, run_one
-from .stats import (GROUPS, HEADLINE, Predictions, add_holm, as_arrays, batch_metrics, confusion, frequency_groups,
-                    metrics_from_confusion, paired_test, per_class, scope_statistics, summarise)
-
-__all__ = ["BACKENDS", "CompareConfig", "DataSettings", "EvalSettings", "LaunchSettings", "RankSettings",
-           "load_config", "read_config", "run_settings", "markdown", "plots", "compare", "fold_data",
-           "prepare_data", "run_all", "run_one", "GROUPS", "HEADLINE", "Predictions", "add_holm", "as_arrays",
-           "batch_metrics", "confusion", "frequency_groups", "metrics_from_confusion", "paired_test", "per_class",
-           "scope_statistics", "summarise", "main", "USAGE"]
+from ..classifiers import balance
+from ..compare.config import BACKENDS, CompareConfig, load_config
+from ..compare.runner import compare
 
 USAGE = """usage: rescue-train compare recipe=NAME|PATH.yaml [key=value ...] [--cfg]
        rescue-train compare merge=[DIR,DIR,...] output_dir=DIR  one table from finished comparisons of a task
@@ -59,7 +31,7 @@ def _strategy_lines() -> str:
 def main(argv: list[str]) -> int:
     from pathlib import Path
 
-    from ...settings import describe, plain_warnings, to_yaml
+    from ..settings import describe, plain_warnings, to_yaml
 
     plain_warnings()
     if not argv or any(a in ("-h", "--help", "help") for a in argv):
@@ -68,7 +40,7 @@ def main(argv: list[str]) -> int:
               + "\n".join(describe(CompareConfig, skip=("training", "training_config"))))
         return 0
     if any(a.lstrip("+").startswith("merge=") for a in argv):
-        from .merge import merge_main
+        from ..compare.merge import merge_main
 
         return merge_main(argv)
     config = load_config([a for a in argv if a != "--cfg"])

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import balance
-from ..classifier import LabelSpace
+from ..classifiers import balance
+from ..classifiers.classifier import LabelSpace
 from .config import CompareConfig, EvalSettings
 
 HEADLINE = ("accuracy", "macro_f1", "balanced_accuracy", "weighted_f1", "mrr",
@@ -226,7 +226,7 @@ def summarise(config: CompareConfig, records: list[dict], space: LabelSpace, ref
     """Every statistic of the comparison from its run records. ``references`` (strategy -> the strategy
     it is tested against; default ``none``) and ``summaries`` (strategy -> one line) serve merged
     comparisons, whose strategy names carry their backend."""
-    from ...evaluation.metrics import aggregate
+    from ..scoring.metrics import aggregate
 
     seeds = list(config.seeds)
     names = list(config.strategies)

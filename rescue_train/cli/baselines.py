@@ -12,15 +12,14 @@ from typing import Sequence
 from rescue_train.data import config as data_config
 from rescue_train.data.schema import DataError
 from rescue_train.data.splits import LeakageError
-from rescue_train.evaluation.metrics import SCOPES
-from rescue_train.provenance import write_json_atomic
+from rescue_train.io import write_json_atomic
+from rescue_train.scoring.metrics import SCOPES
 from rescue_train.settings import deprecated, plain_warnings
 from rescue_train.tasks import TASKS
 
-from .registry import BASELINES
-from .runner import SPLITS, RunConfig, load_records, run, score
-from .table import best_of, columns_for, paper_rows, render
-
+from ..baselines.registry import BASELINES
+from ..baselines.runner import SPLITS, RunConfig, load_records, run, score
+from ..baselines.table import best_of, columns_for, paper_rows, render
 
 BASELINE_DATA = ("context", "rpp_definition", "rpp_include_current", "stp_targets", "ssp_target_emotion",
                  "rsg_condition", "rsg_min_words", "rsg_per_sample", "split", "folds", "split_seed", "test_fold")

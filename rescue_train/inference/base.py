@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ...chat import answer_end, fit_prompt, folds_system, render, special_tokens
+from ..chat import answer_end, fit_prompt, folds_system, render, special_tokens
 
 Messages = list[dict[str, str]]
 

@@ -1,4 +1,10 @@
-"""Output folders that are complete or absent, whatever kills the writer.
+"""Every JSON and JSONL read and write of the toolkit, and output folders that are complete or absent.
+
+* ``write_json_atomic`` writes through a temporary file and a rename; ``read_jsonl`` / ``append_jsonl`` keep
+  append-only record files whose last line a kill may have torn (it is dropped on the next read).
+* ``complete_or_absent(final)``: see below.
+
+Output folders that are complete or absent, whatever kills the writer.
 
 ``complete_or_absent(final)`` hands out a temporary sibling folder; only when the block ends without an
 exception is it renamed to ``final``. A kill leaves ``final`` as it was (absent, or the previous complete
@@ -11,11 +17,12 @@ atomically), because a hard link shares its content with the old folder.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterable, Iterator
 
 PARTIAL = ".partial-"
 OLD = ".old-"
@@ -72,3 +79,51 @@ def complete_or_absent(final: str | Path) -> Iterator[Path]:
         shutil.rmtree(old, ignore_errors=True)
     else:
         partial.rename(final)
+
+
+def write_json_atomic(path: str | Path, data: Any) -> None:
+    """Write JSON through a temporary file and a rename, so a crash never leaves half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    # backslashreplace: a lone surrogate (from a model answer) is written as its JSON escape and reads back.
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False, default=str) + "\n",
+                   encoding="utf-8", errors="backslashreplace")
+    tmp.replace(path)
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    lines = path.read_text(encoding="utf-8").split("\n")
+    records = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError as exc:
+            if number >= len(lines) - 1:  # the last line, cut by a kill mid-write: drop it and go on
+                write_jsonl_atomic(path, records)
+                break
+            raise ValueError(f"{path}:{number}: corrupt record ({exc.msg}); delete the run folder or the line") from None
+    if lines[-1]:  # the crash also cost the last record its newline: end the line, or the next append joins it
+        write_jsonl_atomic(path, records)
+    return records
+
+
+# A lone surrogate (a model answer's escaped "\\ud800") cannot be written as UTF-8: backslashreplace writes
+# it as the JSON escape it came from (it only occurs inside JSON strings), so every line reads back.
+def write_jsonl_atomic(path: Path, records: Iterable[dict]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8",
+                   errors="backslashreplace")
+    tmp.replace(path)
+
+
+def append_jsonl(path: Path, records: Iterable[dict]) -> None:
+    text = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    with path.open("a", encoding="utf-8", errors="backslashreplace") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())

@@ -41,8 +41,8 @@ def _summary(results: dict) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from ..evaluation.config import EvalConfig, load_config
     from ..settings import describe, plain_warnings, recipe_names, to_yaml
-    from .config import EvalConfig, load_config
 
     plain_warnings()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -51,14 +51,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"shipped recipes (recipe=NAME): {', '.join(recipe_names('eval'))}\n")
         print("keys (key  type = default  meaning):\n" + "\n".join(describe(EvalConfig)))
         return 0
-    from .backends import BackendError
+    from ..inference import BackendError
 
     try:
         cfg = load_config([a for a in argv if a != "--cfg"])
         if "--cfg" in argv:
             print(to_yaml(cfg))
             return 0
-        from .runner import run
+        from ..evaluation.runner import run
 
         for results in run(cfg):
             print(_summary(results))

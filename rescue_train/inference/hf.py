@@ -11,7 +11,7 @@ import copy
 import inspect
 from typing import Any, Sequence
 
-from ...devices import native_bf16, release_memory
+from ..devices import native_bf16, release_memory
 from .base import Backend, ChatEncoder, Messages, Scored
 
 

@@ -12,28 +12,28 @@ import os
 import sys
 from typing import Sequence
 
-from .data import config as data_config
-from .data.schema import DataError
-from .settings import plain_warnings
-from .tasks import TASKS
+from ..data import config as data_config
+from ..data.schema import DataError
+from ..settings import plain_warnings
+from ..tasks import TASKS
 
 # command -> (module, function, one-line help); each function takes the remaining argv.
 DISPATCH = {
-    "train": ("rescue_train.train_cli", "main",
+    "train": ("rescue_train.cli.train", "main",
               "fine-tune with LoRA (recipe=ssp_lora) or train one classifier (recipe=rpp_cls strategy=...)"),
-    "merge": ("rescue_train.sft.merge", "main", "merge a LoRA run into a full model: rescue-train merge RUN_DIR"),
-    "compare": ("rescue_train.classifiers.compare", "main",
+    "merge": ("rescue_train.cli.merge", "main", "merge a LoRA run into a full model: rescue-train merge RUN_DIR"),
+    "compare": ("rescue_train.cli.compare", "main",
                 "compare rebalancing strategies: rescue-train compare recipe=rpp_cls strategies=[...] seeds=[...]"),
-    "eval": ("rescue_train.evaluation.cli", "main",
+    "eval": ("rescue_train.cli.eval", "main",
              "evaluate a model or a training run: rescue-train eval run=RUN_DIR | model=... [key=value ...]"),
-    "report": ("rescue_train.evaluation.report", "main", "paper-style tables and plots: rescue-train report RESULTS..."),
-    "agreement": ("rescue_train.evaluation.agreement", "main", "judge-vs-human agreement: rescue-train agreement ..."),
-    "baselines": ("baselines.cli", "main", "trivial baselines beside the paper's LLMs: rescue-train baselines DATA"),
-    "audit": ("rescue_train.audit.cli", "main",
+    "report": ("rescue_train.cli.report", "main", "paper-style tables and plots: rescue-train report RESULTS..."),
+    "agreement": ("rescue_train.cli.agreement", "main", "judge-vs-human agreement: rescue-train agreement ..."),
+    "baselines": ("rescue_train.cli.baselines", "main", "trivial baselines beside the paper's LLMs: rescue-train baselines DATA"),
+    "audit": ("rescue_train.cli.audit", "main",
               "relational-orientation audit (RELATE): rescue-train audit INPUT... model=JUDGE [--dry-run]"),
-    "card": ("rescue_train.model_card", "main",
+    "card": ("rescue_train.cli.card", "main",
              "write a run's Hugging Face model card, with eval results: rescue-train card RUN_DIR [EVAL_DIR ...]"),
-    "export": ("rescue_train.export.lm_eval", "main",
+    "export": ("rescue_train.cli.export", "main",
                "closed-set tasks as lm-evaluation-harness tasks: rescue-train export lm-eval --output-dir DIR"),
 }
 
@@ -74,11 +74,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(getattr(importlib.import_module(module), function)(argv[1:]) or 0)
         args = _parser().parse_args(argv)
         if args.command == "stats":
-            from .stats import main_stats
+            from ..stats import main_stats
 
             print(main_stats(args.source, args.json, data_config.from_flags(args).build_options()))
         elif args.command == "convert":
-            from .convert import ConvertConfig, convert
+            from ..convert import ConvertConfig, convert
 
             if not args.output_dir:
                 raise ValueError("convert needs --output-dir FOLDER")

@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
-from ...devices import release_memory
+from ..devices import release_memory
 from .base import Backend, ChatEncoder, Messages, Scored
 
 # LoRA ranks vLLM accepts for max_lora_rank.
