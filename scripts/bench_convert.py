@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 
 from rescue_train.data import load_samples
-from rescue_train.data.config import BuildOptions
+from rescue_train.data.config import BuildOptions, DataConfig
 from rescue_train.data.splits import assign_units
-from rescue_train.data.synthetic import scaled_benchmark, write_jsonl
-from rescue_train.stats import main_stats
+from synthetic import scaled_benchmark, write_jsonl  # scripts/synthetic.py, beside this script
+from rescue_train.stats import StatsConfig, stats_report
 from rescue_train.tasks import TASKS
 
 
@@ -49,7 +49,7 @@ def full(path: Path) -> int:
 
 
 def stats(path: Path) -> int:
-    return len(main_stats(str(path), True, BuildOptions()))
+    return len(stats_report(StatsConfig(data=DataConfig(source=str(path)), json=True)))
 
 
 def write_long_sample(path: Path, megabytes: float) -> int:

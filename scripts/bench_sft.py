@@ -22,7 +22,7 @@ def sft_rows(task: str, out: str):
 
     from rescue_train.convert import ConvertConfig, convert
 
-    convert(ConvertConfig(out=out, tasks=[task]))
+    convert(ConvertConfig(output_dir=out, tasks=[task]))
     return datasets.load_from_disk(f"{out}/{task}/sft")["train"].select_columns(["prompt", "completion", "chat_template_kwargs"])
 
 

@@ -11,7 +11,7 @@ config.json, below); the tokenizer is the tiny model's, trained offline on our b
    bf16, packing into 4096-token rows, 30 steps: tokens/s,
    peak memory, MFU (6 x parameters x tokens/s over the GPU's peak bf16 FLOP/s; LoRA skips the frozen
    weights' gradients, so the true utilisation is somewhat lower).
-2. ``weighted``: the ``ssp_lora`` recipe with ``balance.class_weights=sqrt`` through ``rescue_train.sft``
+2. ``weighted``: the ``ssp_lora`` recipe with ``balance.strategy=sqrt_weights`` through ``rescue_train.sft``
    (conversion, class weights, evaluation every few steps, adapter) on the Qwen2.5-7B shape saved to disk
    (its vocabulary cut to the tokenizer's, so generated ids decode). Its adapter serves step 5.
 3. ``qlora``: the same recipe with ``model.quantization=4bit`` when CUDA and bitsandbytes are present.
@@ -102,7 +102,7 @@ def sft_rows(out: Path):
     from rescue_train.convert import ConvertConfig, convert
 
     tasks = ["itp", "rpp", "stp", "ssp", "er", "vp"]
-    convert(ConvertConfig(out=str(out), tasks=tasks))  # the bundled data
+    convert(ConvertConfig(output_dir=str(out), tasks=tasks))  # the bundled data
     return datasets.concatenate_datasets([datasets.load_from_disk(str(out / t / "sft"))["train"].select_columns(
         ["prompt", "completion", "chat_template_kwargs"]) for t in tasks])
 
@@ -174,7 +174,7 @@ def saved_eval_model(args, work: Path) -> Path:
 
 
 def recipe_overrides(model_dir: Path, out: Path, steps: int, eval_steps: int) -> list[str]:
-    return [f"model.path={model_dir}", "model.name=qwen2.5-7b-shape", "model.gradient_checkpointing=true",
+    return [f"model.path={model_dir}", "model.name=qwen2.5-7b-shape", "train.gradient_checkpointing=true",
             f"train.max_steps={steps}", f"train.eval_steps={eval_steps}", "train.batch_size=2", "train.grad_accum=1",
             "train.logging_steps=1", "train.report_to=[none]", "train.max_length=4096", f"output_dir={out}"]
 
@@ -182,12 +182,12 @@ def recipe_overrides(model_dir: Path, out: Path, steps: int, eval_steps: int) ->
 def run_recipe(overrides: list[str]) -> dict:
     import torch
 
-    from rescue_train.sft.config import compose
+    from rescue_train.sft.config import load_config
     from rescue_train.sft.runner import run
 
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
-    run_dir = run(compose("ssp_lora", overrides))
+    run_dir = run(load_config("ssp_lora", overrides))
     prov = json.loads((run_dir / "provenance.json").read_text())
     return {"run_dir": str(run_dir), "status": prov["status"], "global_step": prov["global_step"],
             "train_seconds": prov["train_seconds"], "eval_loss": prov["metrics"].get("eval_loss"),
@@ -197,7 +197,7 @@ def run_recipe(overrides: list[str]) -> dict:
 def step_weighted(args, work: Path) -> dict:
     model_dir = saved_eval_model(args, work)
     figures = run_recipe([*recipe_overrides(model_dir, work / "weighted", args.recipe_steps, args.recipe_steps // 2),
-                          "balance.class_weights=sqrt", "balance.sampling=none"])
+                          "balance.strategy=sqrt_weights"])
     if figures["eval_loss"] is None:
         raise RuntimeError("the class-weighted run logged no evaluation loss")
     return figures

@@ -84,7 +84,7 @@ class LabelStore:
                 if not overwrite:
                     raise ValueError(f"{folder} holds labels from another judge configuration (hash "
                                      f"{known.get('judge_hash')}, this one {identity_hash}); pass overwrite=true to "
-                                     "start over, or choose another output=")
+                                     "start over, or choose another output_dir=")
                 self.path.unlink(missing_ok=True)
         self.identity_hash = identity_hash
         self.answers = {line["key"]: line for line in read_jsonl(self.path)}

@@ -17,9 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ..classifiers import balance
 from ..classifiers.classifier import LabelSpace
-from .config import CompareConfig, EvalSettings
+from .config import CompareConfig, EvalSettings, strategy_summary
 
 HEADLINE = ("accuracy", "macro_f1", "balanced_accuracy", "weighted_f1", "mrr",
             "head_recall", "medium_recall", "tail_recall")
@@ -225,7 +224,7 @@ def summarise(config: CompareConfig, records: list[dict], space: LabelSpace, ref
               summaries: dict[str, str] | None = None) -> tuple[dict, dict]:
     """Every statistic of the comparison from its run records. ``references`` (strategy -> the strategy
     it is tested against; default ``none``) and ``summaries`` (strategy -> one line) serve merged
-    comparisons, whose strategy names carry their backend."""
+    comparisons, whose strategy names carry their learner."""
     from ..scoring.metrics import aggregate
 
     seeds = list(config.seeds)
@@ -260,7 +259,7 @@ def summarise(config: CompareConfig, records: list[dict], space: LabelSpace, ref
     for s, p in arrays.items():
         records_s = by_strategy[s]
         strategies[s] = {
-            "summary": (summaries or {}).get(s) or balance.STRATEGIES[s].summary, "per_class": per_class(p, space),
+            "summary": (summaries or {}).get(s) or strategy_summary(s, config.learner), "per_class": per_class(p, space),
             "paper_metrics_by_seed": {seed: aggregate(config.task, [x for r in records_s if r["seed"] == seed
                                                                    for x in r["predictions"]], label_spaces)
                                       for seed in seeds},
@@ -272,7 +271,7 @@ def summarise(config: CompareConfig, records: list[dict], space: LabelSpace, ref
     for name in strategies[first]["per_class"]:
         table[name] = {"group": groups[name], "support": strategies[first]["per_class"][name]["support"],
                        **{s: strategies[s]["per_class"][name]["recall"] for s in strategies}}
-    results = {"task": config.task, "backend": config.backend, "folds": sorted({r["fold"] for r in reference}),
+    results = {"task": config.task, "learner": config.learner, "folds": sorted({r["fold"] for r in reference}),
                "seeds": seeds, "labels": space.names, "groups": groups,
                "groups_rule": {"head": config.evaluation.head_share, "tail": config.evaluation.tail_share},
                "training_counts_over_folds": train_counts, "scopes": scopes, "strategies": strategies,

@@ -26,7 +26,7 @@ def _sharded_launch() -> str | None:
 def launch_problem(cfg, argv: Sequence[str]) -> str | None:
     """What is wrong with how this training process was started, checked before any data or model is loaded."""
     sharded = _sharded_launch()
-    if sharded and (cfg.model.get("quantization") or "none") != "none":
+    if sharded and cfg.model.quantization != "none":
         return (f"model.quantization={cfg.model.quantization} (QLoRA) cannot be combined with {sharded}: the 4-bit "
                 "weights are not sharded. Train QLoRA with one process per GPU "
                 "(configs/accelerate/single_gpu.yaml or multi_gpu.yaml), or shard a bf16 base with "

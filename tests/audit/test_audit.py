@@ -359,7 +359,7 @@ def test_recipe_file_then_overrides(tmp_path):
     assert (cfg.model, cfg.backend, cfg.data.source, cfg.limit, cfg.output_dir) == (
         "from-file", "openai", "/data/b.jsonl", 5, "out")
     assert load_config(["model=m", "data=/data/b.jsonl"]).data.source == "/data/b.jsonl"  # the short form
-    with pytest.raises(ValueError, match="recipe=judge: expected a YAML file of audit keys"):
+    with pytest.raises(ValueError, match="unknown audit recipe 'judge'"):
         load_config(["recipe=judge"])
 
 
@@ -454,7 +454,7 @@ def test_sentence_agreement_through_the_agreement_command(tmp_path, capsys):
     assert "| IF | judge IF_gated | A | 4 |" in capsys.readouterr().out
     human.write_text("dialogue_id,turn_id,sentence_id,IF\nd1,1,9,1\n")
     assert main(["agreement", str(tmp_path), "--human", str(human)]) == 2
-    assert "human.csv:2: sentence ('m', 'd1', '1', '9') is not in the audit results" in capsys.readouterr().out
+    assert "human.csv:2: sentence ('m', 'd1', '1', '9') is not in the audit results" in capsys.readouterr().err
     human.write_text("dialogue_id,turn_id,sentence_id,IF\nd1,1,1,maybe\n")
     assert main(["agreement", str(tmp_path), "--human", str(human)]) == 2
-    assert "human.csv:2: column 'IF': expected a presence mark" in capsys.readouterr().out
+    assert "human.csv:2: column 'IF': expected a presence mark" in capsys.readouterr().err

@@ -132,4 +132,4 @@ def test_cli_prints_the_error_without_traceback(tmp_path, capsys):
     path = write_jsonl(tmp_path / "b.jsonl", [good(target="Ann")])
     assert cli_main(["stats", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith("rescue-train: error: ") and "row 2, field 'target'" in err and "Traceback" not in err
+    assert err.startswith("rescue-train stats: error: ") and "row 2, field 'target'" in err and "Traceback" not in err

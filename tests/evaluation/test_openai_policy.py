@@ -9,13 +9,15 @@ import logging
 import re
 import time
 
+from cli_helpers import command
 import pytest
 from reasoning_api import CANARY_KEY, ReasoningAPI
 
-from rescue_train.cli.eval import main as eval_main
-from rescue_train.cli.report import main as report_main
 from rescue_train.inference import BackendError
 from rescue_train.inference.openai import OpenAIBackend
+
+eval_main = command("eval")
+report_main = command("report")
 
 KEY_VAR = "RT_TEST_CANARY_KEY"
 JSON = {"json": {"type": "object", "properties": {"score": {"type": "integer"}}, "required": ["score"],
