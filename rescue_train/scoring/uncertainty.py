@@ -140,20 +140,22 @@ class Bootstrap:
 
 def cluster_bootstrap(statistic: Callable[[np.ndarray], np.ndarray], strata: Sequence, *,
                       draws: int = BOOTSTRAP_DRAWS, seed: int | list[int] = BOOTSTRAP_SEED,
-                      batch: int | None = BOOTSTRAP_BATCH, stratum_name: str = "scenario") -> Bootstrap | str:
+                      batch: int | None = BOOTSTRAP_BATCH, stratum_name: str = "scenario",
+                      where: str = "") -> Bootstrap | str:
     """Bootstrap ``statistic`` over clusters; ``strata[g]`` is cluster g's stratum (clusters are resampled
     within their stratum). ``statistic(counts)`` takes ``counts[b, g]``, how often draw b took cluster g
     (floats, batch x clusters), and returns its value per draw (batch,) or several values (outputs x batch);
-    NaN marks a draw where it is undefined. Returns the draws, or why there can be none."""
+    NaN marks a draw where it is undefined. Returns the draws, or why there can be none (``where`` names
+    the data in that reason)."""
     from scipy.stats import bootstrap
 
     strata = np.asarray(strata, dtype=str)
     count = len(strata)
-    reason = too_few_clusters(count)
+    reason = too_few_clusters(count, where)
     groups = {s: np.flatnonzero(strata == s) for s in dict.fromkeys(strata.tolist())}
     movable = [members for members in groups.values() if len(members) >= 2]
     if reason is None and not movable:
-        reason = f"every {stratum_name} has a single cluster: there is nothing to resample within one"
+        reason = f"every {stratum_name} has a single cluster{f' in {where}' if where else ''}: nothing to resample"
     if reason:
         return reason
     fixed = np.zeros(count)
