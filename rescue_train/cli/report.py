@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Sequence
 
-from ..evaluation.report import load_results, plot, render
+from ..evaluation.report import build, load_results, reference_index, write
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -16,19 +16,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", help="folder for report.md and the plots (default: print the tables)")
     parser.add_argument("--no-paper", action="store_true", help="leave out the paper's ten LLM rows")
     parser.add_argument("--no-plots", action="store_true", help="write no plots")
+    parser.add_argument("--against", metavar="NAME", help="the result the others are compared with (its path, "
+                        "label or table name; default: the first)")
+    parser.add_argument("--power", action="store_true", help="add the smallest detectable difference per metric")
     args = parser.parse_args(argv)
     try:
         results = [load_results(p) for p in args.results]
+        reference = reference_index(results, args.results, args.against)
     except (FileNotFoundError, ValueError, json.JSONDecodeError) as exc:
         print(f"rescue-train report: error: {exc}")
         return 2
-    text = render(results, not args.no_paper)
+    report = build(results, reference, not args.no_paper, args.power)
     if not args.out:
-        print(text)
+        print(report.text)
         return 0
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "report.md").write_text(text)
-    plots = [] if args.no_plots else [p for r in results for p in plot(r, out)]
+    plots = write(report, results, out, not args.no_plots)
     print(f"wrote {out / 'report.md'} and {len(plots)} plots")
     return 0
