@@ -339,7 +339,7 @@ def render(results: Sequence[dict[str, Any]], with_paper: bool = True, compariso
              "BERT = BERTScore F1. Our rows are micro averages; '–' = not computed (e.g. no judge).")
     errors = (f"Our cells: value ± half-width of the 95% interval, the couple or family (the split unit) as the "
               f"cluster: for a mean over instances the cluster-robust CR1 standard error with t on G-1 degrees of "
-              f"freedom, otherwise (ITP P/R/F1) a percentile bootstrap of units within scenario "
+              f"freedom, otherwise (ITP P/R/F1, RSG distinct-n) a percentile bootstrap of units within scenario "
               f"({BOOTSTRAP_DRAWS} draws, seed {BOOTSTRAP_SEED}); * = fewer than {FEW_CLUSTERS} clusters, an "
               f"interval to read with care. Rows marked (paper) are the published numbers: without per-instance "
               f"data they have no interval and are not comparable (never tested against).")
@@ -353,7 +353,8 @@ def render(results: Sequence[dict[str, Any]], with_paper: bool = True, compariso
         sections += ["## Paired comparisons",
                      "Each result minus the reference on the instances both scored: Δ [95% interval], in the "
                      "tables' units. Means: the CR1 SE of the per-instance differences, t test on G-1 df; "
-                     "ITP P/R/F1: the paired cluster bootstrap (both results on the same draws of units). "
+                     "ITP P/R/F1 and RSG distinct-n: the paired cluster bootstrap (both results on the same draws of "
+                     "units). "
                      f"**Bold**: Holm-adjusted p < {ALPHA} over all cells of that comparison. "
                      "Expected acc. = the rank protocol's mean probability on the gold after normalising over the "
                      "candidates (less noisy than 0/1 accuracy on the same instances). The paper's rows: n/c "
