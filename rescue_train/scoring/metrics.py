@@ -20,7 +20,6 @@ import warnings
 from typing import Any, Iterable, Sequence
 
 import numpy as np
-from scipy.special import logsumexp
 from sklearn.metrics import balanced_accuracy_score, f1_score, precision_recall_fscore_support
 
 from ..tasks import TASKS
@@ -76,7 +75,8 @@ def gold_probability(record: dict) -> float | None:
     loglik = record.get("loglik")
     if not loglik or record["gold"] not in loglik:
         return None
-    return float(np.exp(loglik[record["gold"]] - logsumexp(list(loglik.values()))))
+    # numpy's logaddexp reduction: the stable log-sum-exp, without scipy.special.logsumexp's per-call cost
+    return float(np.exp(loglik[record["gold"]] - np.logaddexp.reduce(np.array(list(loglik.values()), float))))
 
 
 def _closed_set_values(records: list[dict], task: str) -> dict[str, list[float | None]]:
@@ -384,13 +384,13 @@ def _distinct_draws(texts: list[str], n: int, clusters: np.ndarray, n_clusters: 
     together: dict[frozenset[int], int] = {}
     for held_by in holders.values():
         together[frozenset(held_by)] = together.get(frozenset(held_by), 0) + 1
-    membership = np.zeros((len(together), n_clusters))
-    for row, held_by in enumerate(together):
-        membership[row, list(held_by)] = 1.0
+    holders_of_group = np.zeros((n_clusters, len(together)), dtype=np.float32)
+    for column, held_by in enumerate(together):
+        holders_of_group[list(held_by), column] = 1.0
     sizes = np.array(list(together.values()), dtype=float)
 
     def value(counts: np.ndarray) -> np.ndarray:
-        distinct = ((counts @ membership.T) > 0) @ sizes
+        distinct = (((counts > 0).astype(np.float32) @ holders_of_group) > 0) @ sizes
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(counts @ totals > 0, distinct / (counts @ totals), np.nan)
     return value

@@ -87,8 +87,10 @@ def clustered_mean(values: Sequence[float], clusters: Sequence, *, confidence: f
     out = {"estimate": estimate, "se": se, "ci": [low, high], "clusters": count, "n": n, "method": method,
            "confidence": confidence, "few_clusters": count < FEW_CLUSTERS}
     if test:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            p = float(fit.pvalues[0])
         # No spread at all: the t statistic's limits (identical results: 1; a constant nonzero difference: 0).
-        out["p"] = (1.0 if estimate == 0 else 0.0) if se == 0 else float(fit.pvalues[0])
+        out["p"] = (1.0 if estimate == 0 else 0.0) if se == 0 else p
     return out
 
 

@@ -216,3 +216,18 @@ def test_clusters_below_the_threshold_are_flagged():
     values = [1.0, 0.0] * FEW_CLUSTERS
     assert clustered_mean(values, [str(i // 2) for i in range(len(values))])["few_clusters"] is False
     assert clustered_mean(values[:-2], [str(i // 2) for i in range(len(values) - 2)])["few_clusters"] is True
+
+
+def test_an_interval_around_another_number_than_the_aggregate_is_withheld(monkeypatch):
+    """Should a metric's bootstrap twin drift from the aggregator, the entry keeps the aggregate's value and
+    gives no interval, with a warning, instead of an interval around another number."""
+    from rescue_train.scoring import metric_uncertainty
+
+    def drifted(*args):
+        statistic = resampled_metrics(*args)
+        return lambda counts: {k: v + 0.1 for k, v in statistic(counts).items()}
+
+    monkeypatch.setattr(metric_uncertainty, "resampled_metrics", drifted)
+    with pytest.warns(RuntimeWarning, match="internal check failed"):
+        macro = result_uncertainty("stp", THREE_CLUSTERS)["couple"]["macro_f1"]
+    assert macro["ci"] is None and macro["estimate"] == aggregate("stp", THREE_CLUSTERS)["couple"]["macro_f1"]
