@@ -28,6 +28,7 @@ from ..inference import BackendError, make_backend
 from ..io import append_jsonl, read_jsonl, write_json_atomic
 from ..provenance import config_hash, git_commit, versions
 from ..scoring.judge import judge_budget, make_judge_backend
+from ..scoring.metric_uncertainty import result_uncertainty
 from ..scoring.metrics import aggregate, table5_row, task_labels
 from ..settings import flatten
 from ..tasks import TASKS, Instance, build
@@ -337,8 +338,10 @@ def make_scorers(cfg: EvalConfig, judge_backend=None) -> list:
 
 
 def write_results(cfg, spec, variant, data, backend_info, identity, folder, records) -> dict:
-    aggregates = {task: aggregate(task, [r for r in records if r["task"] == task], task_labels(task))
-                  for task in cfg.tasks}
+    by_task = {task: [r for r in records if r["task"] == task] for task in cfg.tasks}
+    aggregates = {task: aggregate(task, by_task[task], task_labels(task)) for task in cfg.tasks}
+    uncertainty = {task: result_uncertainty(task, by_task[task], task_labels(task), aggregates[task])
+                   for task in cfg.tasks}
     results = {
         "format": RESULTS_FORMAT,
         "label": variant.name if variant.adapter else Path(spec.model).name or spec.model,
@@ -360,6 +363,8 @@ def write_results(cfg, spec, variant, data, backend_info, identity, folder, reco
                           for scope, agg in aggregates[task].items()} for task in cfg.tasks},
         "usage": usage_totals(records),
         "aggregates": aggregates,
+        # Every numeric metric's SE and 95% interval per task and scope, units as clusters (scoring/uncertainty.py).
+        "uncertainty": uncertainty,
         "table5": {scope: table5_row(aggregates, scope) for scope in ("couple", "family", "both")},
         # The same columns for the gold answers themselves, where a task scores them (RSG's real turns).
         "human_reference": {scope: table5_row(aggregates, scope, source="human") for scope in ("couple", "family", "both")},

@@ -115,6 +115,21 @@ def test_bootstrap_resamples_units_not_rows():
     assert stats["none"]["ci"]["accuracy"] == [0.0, 1.0]
 
 
+def test_bootstrap_resamples_units_within_scenario():
+    # Couples u0 (right) and u1 (wrong), one family f (right), one row each. Within scenario, f is in every
+    # draw and the two couple draws give (u0, u0) 1, (u0, u1) 2/3 or (u1, u1) 1/3, each pure pair 1/4 of the
+    # time; pooled resampling would also give all-u1 draws (accuracy 0). One unit alone gets no interval.
+    gold = np.zeros(3, dtype=int)
+    pred = np.array([0, 1, 0])
+    p = Predictions(gold, pred[None], np.where(pred == 0, 1.0, 2.0)[None])
+    settings = EvalSettings(bootstrap=400, permutations=0)
+    stats = scope_statistics({"none": p}, np.array(["u0", "u1", "f"]), 2, np.array([0, 2]), settings,
+                             strata=np.array(["couple", "couple", "family"]))
+    assert stats["none"]["ci"]["accuracy"] == pytest.approx([1 / 3, 1.0])
+    alone = scope_statistics({"none": p}, np.array(["f"] * 3), 2, np.array([0, 2]), settings)
+    assert alone["none"]["ci"]["accuracy"] is None
+
+
 def _run(tmp_path, *extra):
     argv = ["recipe=rpp_cls", f"output_dir={tmp_path / 'cmp'}", "evaluation.bootstrap=100",
             "evaluation.permutations=100", *extra]
