@@ -24,6 +24,7 @@ from typing import Any, Iterable
 
 from ..data import load_benchmark
 from ..data.splits import SplitManifest, assign_units, check_leakage, make_manifest
+from ..executor import executor_info
 from ..inference import BackendError, make_backend
 from ..io import append_jsonl, read_jsonl, write_json_atomic
 from ..provenance import config_hash, git_commit, versions
@@ -355,6 +356,7 @@ def write_results(cfg, spec, variant, data, backend_info, identity, folder, reco
         "backend": backend_info,
         "versions": versions(),
         "git_commit": git_commit(),
+        "executor": executor_info(),
         "seed": cfg.seed,
         "data": {"source": data.source, "fingerprint": data.fingerprint, "notes": data.notes},
         "split": data.split,
