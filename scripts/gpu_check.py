@@ -18,8 +18,9 @@ config.json, below); the tokenizer is the tiny model's, trained offline on our b
 4. ``ddp``: the recipe under ``accelerate launch`` with two processes, when two GPUs are visible (on CPU in
    the smoke).
 5. ``eval``: the closed-set tasks (ITP, RPP, STP, SSP) with the step-2 adapter, protocols rank and sft, on
-   the hf backend and then (after it is freed) on vLLM: instances/s and the vLLM/HF ratio. Runs in the
-   vLLM environment (``--vllm-python``) when vLLM is not importable here; without vLLM, hf only.
+   the hf backend and then (after it is freed) on vLLM: instances/s and the vLLM/HF ratio. vLLM is in .venv
+   (``bash scripts/setup.sh``); ``--vllm-python`` names another environment's python when it is not importable
+   here; without vLLM, hf only.
 
 Writes ``OUT/gpu_check.json`` and prints one table. A step that fails is reported and the others still run;
 the exit status is 1 if any step failed.
@@ -319,8 +320,8 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=None,
                         help="models, data and runs (default OUT/work; tens of GB on a GPU)")
     parser.add_argument("--steps", default="sft,weighted,qlora,ddp,eval")
-    parser.add_argument("--vllm-python", default=str(ROOT / ".venv-vllm" / "bin" / "python"),
-                        help="the python of the vLLM environment, used when vLLM is not importable here")
+    parser.add_argument("--vllm-python", default=None,
+                        help="a python whose environment has vLLM, used when vLLM is not importable here")
     parser.add_argument("--peak-tflops", type=float, default=989.0, help="the GPU's peak dense bf16 TFLOP/s")
     parser.add_argument("--eval-limit", type=int, default=64, help="instances per closed-set task")
     parser.add_argument("--batch-size", type=int, default=32, help="hf backend batch size")

