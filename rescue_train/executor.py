@@ -121,7 +121,8 @@ def executor_info(env: Mapping[str, str] | None = None) -> dict[str, Any]:
             "threads": env.get("OMP_NUM_THREADS")}
 
 
-def _tail(path: Path, lines: int = TAIL_LINES) -> str:
+def log_tail(path: Path, lines: int = TAIL_LINES) -> str:
+    """The last lines of a log, indented, for an error message."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -160,7 +161,7 @@ def _failure(job: Job, result: dict[str, Any]) -> str:
     command = Path(str(step.argv[0])).name if step.argv else "?"
     words = [str(a) for a in step.argv[1:4]]
     return (f"{job.name}: step {result['failed'] + 1} of {len(job.steps)} ({command} {' '.join(words)} ...) failed "
-            f"with exit status {result['exit']}; the end of {step.log}:\n{_tail(Path(step.log))}")
+            f"with exit status {result['exit']}; the end of {step.log}:\n{log_tail(Path(step.log))}")
 
 
 # ------------------------------------------------------------------------------------------ resources
@@ -511,5 +512,5 @@ def _slurm_outcome(job: Job, handle, began: float) -> Outcome:
         except (submitit.core.utils.UncompletedJobError, submitit.core.utils.FailedJobError) as exc:
             reason = next((line for line in str(exc).splitlines() if line.strip()), reason)
     return Outcome(job, "failed", f"{job.name}: SLURM job {handle.job_id} did not finish its steps ({reason}); the "
-                   f"end of {handle.paths.stderr}:\n{_tail(Path(handle.paths.stderr))}", seconds,
+                   f"end of {handle.paths.stderr}:\n{log_tail(Path(handle.paths.stderr))}", seconds,
                    executor={"kind": "slurm", "job_id": handle.job_id})

@@ -46,6 +46,10 @@ def training_command(config: CompareConfig, strategy: str, fold: int, seed: int,
     if not any(o.split("=", 1)[0] == "train.eval_steps" for o in overrides):
         # Only the test fold's ranking is used; the validation loss would cost time and nothing else.
         overrides.append("train.eval_steps=0")
+    # The executor gives each run its GPUs (CUDA_VISIBLE_DEVICES): an accelerate config's gpu_ids (single_gpu.yaml
+    # says 0) would move every run to those; runs sharing a machine each need their own rendezvous port. Flags in
+    # launch.args come later and win.
+    launch += ["--gpu_ids", "all", "--main_process_port", "0"]
     return [*launch, *shlex.split(config.launch.args), "-m", "rescue_train", "train", f"recipe={config.recipe}",
             *overrides, f"seed={seed}", f"data.test_fold={fold}", *balance_overrides(strategy),
             f"output_dir={run_dir}"]
