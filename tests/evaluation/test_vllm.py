@@ -116,12 +116,24 @@ def test_evaluator_runs_all_tasks_through_vllm(engine, tiny, adapter, tmp_path, 
 
 
 
+def _same_records(ours: list[dict], theirs: list[dict]) -> None:
+    """The same predictions, answers and rankings; log-likelihoods equal up to float32 rounding, since vLLM's sums
+    depend on how its scheduler batches the requests (one engine gives such differences between two batchings)."""
+    assert [r["id"] for r in ours] == [r["id"] for r in theirs]
+    for a, b in zip(ours, theirs):
+        assert {k: v for k, v in a.items() if k != "loglik"} == {k: v for k, v in b.items() if k != "loglik"}
+        assert (a.get("loglik") is None) == (b.get("loglik") is None)
+        if a.get("loglik"):
+            assert a["loglik"].keys() == b["loglik"].keys()
+            assert max(abs(a["loglik"][c] - b["loglik"][c]) for c in a["loglik"]) < 1e-4
+
+
 @pytest.mark.slow
 def test_two_data_parallel_engines_predict_what_one_engine_predicts(engine, tiny, adapter, tmp_path):
     """data_parallel=2: two engine processes (on CPU each with its share of the cores), each predicting a share of
     the instances of both variants, merged into each variant's one results folder: the same records as one
-    engine, ranked and generated alike; a leftover shard of a killed run is merged on the next, a stale one
-    dropped."""
+    engine (rankings and generated answers; log-likelihoods up to float32 rounding); a leftover shard of a killed
+    run is merged on the next, a stale one dropped."""
     import json
 
     from rescue_train.io import read_jsonl, write_jsonl_atomic
@@ -134,7 +146,7 @@ def test_two_data_parallel_engines_predict_what_one_engine_predicts(engine, tiny
     assert [r["label"] for r in two] == [r["label"] for r in one] and len(two) == 2
     for a, b in zip(one, two):
         assert b["prediction_hash"] == a["prediction_hash"]
-        assert b["records"] == a["records"]
+        _same_records(b["records"], a["records"])
         assert b["backend"]["data_parallel"] == 2 and b["backend"]["backend"] == "vllm"
     base = tmp_path / "two" / "base"
     assert not list(base.glob(".shards-*"))
@@ -153,6 +165,6 @@ def test_two_data_parallel_engines_predict_what_one_engine_predicts(engine, tiny
     log = tmp_path / "two" / "data_parallel" / "engine0.log"
     stamp = log.stat().st_mtime_ns
     rerun = run(load_config([*args, "data_parallel=2", f"output_dir={tmp_path / 'two'}"]))
-    assert rerun[0]["records"] == one[0]["records"] and not list(base.glob(".shards-*"))
+    assert rerun[0]["records"] == two[0]["records"] and not list(base.glob(".shards-*"))
     assert log.stat().st_mtime_ns == stamp  # nothing was left to predict: no engine started
     assert json.loads((base / "backend.json").read_text())["data_parallel"] == 2
