@@ -96,6 +96,8 @@ class Outcome:
     job: Job
     state: str  # "done" (ran now), "skipped" (done before) or "failed"
     message: str = ""  # for a failed job: the step, its exit status and its log's tail
+    # The steps' own time (a SLURM job's wait in the queue left out); for a SLURM job that left the queue without a
+    # result, the time since it was submitted.
     seconds: float = 0.0
     step_seconds: list[float] = field(default_factory=list)  # per step; 0 for a skipped step
     executor: dict[str, Any] = field(default_factory=dict)  # kind, job_id, host, gpus
@@ -337,10 +339,10 @@ def run_jobs(jobs: Sequence[Job], settings: ExecutorSettings, folder: Path, *, t
     return [outcomes[job.name] for job in jobs]
 
 
-def _outcome(job: Job, result: dict[str, Any], began: float) -> Outcome:
+def _outcome(job: Job, result: dict[str, Any]) -> Outcome:
     state = "done" if result["failed"] is None else "failed"
     message = _failure(job, result) if state == "failed" else ""
-    return Outcome(job, state, message, round(time.time() - began, 3), list(result["seconds"]), result["executor"])
+    return Outcome(job, state, message, round(sum(result["seconds"]), 3), list(result["seconds"]), result["executor"])
 
 
 def _run_local(jobs: list[Job], settings: ExecutorSettings, folder: Path, finish, display: Progress) -> None:
@@ -359,10 +361,9 @@ def _run_local(jobs: list[Job], settings: ExecutorSettings, folder: Path, finish
         slot = slots.get()
         with lock:
             active[0] += 1
-        began = time.time()
         try:
             env = {**slot.env(), ENV: json.dumps({"kind": "local"})}
-            return _outcome(job, run_steps(job.steps, env, started=track), began)
+            return _outcome(job, run_steps(job.steps, env, started=track))
         finally:
             with lock:
                 active[0] -= 1
@@ -508,7 +509,7 @@ def _slurm_outcome(job: Job, handle, began: float) -> Outcome:
     reason = "it left the queue without a result: cancelled, out of memory or time, or its node failed"
     if handle.paths.result_pickle.exists():
         try:
-            return _outcome(job, handle.result(), began)
+            return _outcome(job, handle.result())
         except (submitit.core.utils.UncompletedJobError, submitit.core.utils.FailedJobError) as exc:
             reason = next((line for line in str(exc).splitlines() if line.strip()), reason)
     return Outcome(job, "failed", f"{job.name}: SLURM job {handle.job_id} did not finish its steps ({reason}); the "

@@ -64,6 +64,7 @@ def test_local_runs_in_parallel_with_the_threads_divided(tmp_path, monkeypatch):
     assert [s["omp"] for s in seen] == [str(share)] * 2
     assert [s["info"]["kind"] for s in seen] == ["local", "local"] and seen[0]["info"]["threads"] == str(share)
     assert outcomes[0].executor["kind"] == "local" and len(outcomes[0].step_seconds) == 2
+    assert [o.seconds for o in outcomes] == [round(sum(o.step_seconds), 3) for o in outcomes]  # the steps' own time
     # the log starts with the command that wrote it
     assert (tmp_path / "one.log").read_text().startswith(f"$ {sys.executable} -c import pathlib")
 
@@ -147,6 +148,9 @@ def test_slurm_jobs_run_fail_and_report(tmp_path, slurm):
     assert seen["info"]["kind"] == "slurm" and seen["omp"] == "1"
     assert seen["info"]["job_id"] == ok.executor["job_id"] == (tmp_path / "launch/slurm/ok__a/job_id").read_text().strip()
     assert bad.state == "failed" and "exit status 4" in bad.message and "about to fail" in bad.message
+    # the steps' own time, the wait in SLURM's queue left out
+    assert [o.seconds for o in (ok, bad)] == [round(sum(o.step_seconds), 3) for o in (ok, bad)]
+    assert len(ok.step_seconds) == len(bad.step_seconds) == 1
 
 
 @pytest.mark.slow
