@@ -305,9 +305,34 @@ class Progress:
 
 def run_jobs(jobs: Sequence[Job], settings: ExecutorSettings, folder: Path, *, title: str = "runs",
              on_done: Callable[[Outcome], None] | None = None, progress: bool = True) -> list[Outcome]:
-    """Run every job that is not done under ``settings``; one outcome per job, in the jobs' order. ``on_done`` is
-    called in this process as each job succeeds (an error it raises marks that job failed). ``folder`` keeps the
-    executor's own files (SLURM's job scripts, logs and ids)."""
+    """Run every job that is not done under ``settings``; one outcome per job, in the jobs' order.
+
+    The interface every command that launches runs uses (``compare``'s LoRA runs; cross-validation the same way):
+
+    - ``jobs``: :class:`Job` objects, each ``Job(name, steps, done)``. ``name`` is unique among ``jobs`` (e.g.
+      ``"none/fold0_seed0"``; it names the SLURM job and its folder). ``steps`` run one after the other in one
+      slot: each ``Step(argv, log, done)`` is an argv list (start it with ``sys.executable`` and give absolute
+      paths: a SLURM job runs on another node), the log file its stdout and stderr are appended to (after a ``$
+      argv`` line), and optionally a callable saying that step is done already (then it is skipped; it is
+      pickled into a SLURM job, so it may only look at files, e.g. ``functools.partial(training_finished,
+      run_dir)``). ``Job.done`` is the done-marker of the whole job, asked here before anything starts (e.g.
+      ``record_path.exists``): a done job is not run again and its outcome is ``skipped``.
+    - ``settings``: an :class:`ExecutorSettings` (a command's ``launch`` section: ``executor``, ``parallel``,
+      ``gpus_per_run``, ``slurm.*``). They are checked (:func:`problems`) before any job starts: a
+      :class:`~rescue_train.settings.ConfigError` names what is wrong.
+    - ``folder``: where the executor keeps its own files: ``folder/slurm/<name with / as __>/`` holds a SLURM
+      job's script, submitit's logs and its ``job_id`` (so a second call waits for a job still queued instead of
+      submitting it twice). Nothing is written there for local jobs.
+    - ``on_done(outcome)`` is called in this process as each job succeeds, e.g. to read the job's outputs into a
+      record; a ``ValueError``, ``OSError`` or ``KeyError`` it raises marks that job failed with that message.
+      ``title`` heads the progress line; ``progress=False`` hides it (a line per finished or failed job is still
+      printed).
+
+    Returns one :class:`Outcome` per job: ``state`` ``done``, ``skipped`` or ``failed`` (``message``: the job, the
+    failed step, its exit status and its log's tail), ``seconds`` and ``step_seconds`` (the steps' own time) and
+    ``executor`` (``kind``, ``job_id``, ``host``, ``gpus``, ``threads``). A failed job never stops the others;
+    calling again with the same jobs resumes (done jobs and steps skipped). A job name given twice is a
+    ``ValueError``."""
     names = [job.name for job in jobs]
     if len(set(names)) != len(names):
         raise ValueError(f"job names must be unique, got {sorted(n for n in set(names) if names.count(n) > 1)}")

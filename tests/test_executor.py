@@ -124,6 +124,8 @@ def test_checks_before_work(tmp_path, monkeypatch):
         "launch.executor=local"]
     with pytest.raises(ConfigError, match="needs SLURM's sbatch"):
         run_jobs([Job("x", [])], ExecutorSettings(executor="slurm"), tmp_path, progress=False)
+    with pytest.raises(ValueError, match=r"^job names must be unique, got \['a'\]$"):
+        run_jobs([Job("a", []), Job("b", []), Job("a", [])], ExecutorSettings(), tmp_path, progress=False)
 
 
 def test_executor_info_reads_what_the_executor_set():
