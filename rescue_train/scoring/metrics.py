@@ -102,34 +102,66 @@ def _ranking(records: list[dict], task: str, label_space: Sequence[str] | None) 
     return out
 
 
-def _judge_floor(scores: dict[str, Any]) -> int:
-    """The bottom of the judge's scale ("1-5" -> 1, "0-6" -> 0)."""
-    return int(str(scores.get("judge_scale", "1-5")).split("-")[0])
+JUDGE_ON_FAILURE = ("floor", "exclude")
 
 
-def _generation(records: list[dict], task: str) -> dict[str, Any]:
-    """ER and VP under one failure rule: a failed answer (a parse failure, a refusal, a truncated answer) or
-    an unreadable judge verdict scores the bottom of the scale on every judged component (S_emo 1, S_int 1,
-    VP judge 1, or 0 on the 0-6 scale), and a failed answer BERTScore 0; so every mean, and
-    S_ER = (S_emo + S_int) / 2, runs over the same instances."""
+def _bottom(scores: dict[str, Any], prefix: str) -> int:
+    """The bottom of a check's scale ("1-5" -> 1, "0-6" -> 0)."""
+    return int(str(scores.get(f"{prefix}scale", "1-5")).split("-")[0])
+
+
+def verdict_values(scores: Sequence[dict[str, Any]], prefix: str = "judge_",
+                   on_failure: str = "floor") -> list[float | None] | None:
+    """Per record, the judge's score under ``prefix``: a readable verdict gives its score (a prediction that
+    did not parse was given the bottom of the scale without a call); an unreadable verdict gives the bottom
+    of the scale (``floor``) or None, out of the mean (``exclude``). None when a record has no verdict at all
+    (the judge did not run), so that no mean runs over fewer instances unnoticed."""
+    if on_failure not in JUDGE_ON_FAILURE:
+        raise ValueError(f"judge.on_failure must be one of {', '.join(JUDGE_ON_FAILURE)}, got {on_failure!r}")
+    values: list[float | None] = []
+    for s in scores:
+        status = s.get(f"{prefix}status")
+        if not status:
+            return None
+        if status == "failed":
+            values.append(_bottom(s, prefix) if on_failure == "floor" else None)
+        else:
+            values.append(s.get(f"{prefix}score"))
+    return values
+
+
+def _verdict_mean(scores: Sequence[dict[str, Any]], prefix: str, on_failure: str) -> float | None:
+    values = verdict_values(scores, prefix, on_failure)
+    return None if values is None else _mean(values)
+
+
+def _unreadable(scores: Sequence[dict[str, Any]], prefix: str = "judge_") -> int:
+    return sum(s.get(f"{prefix}status") == "failed" for s in scores)
+
+
+def _generation(records: list[dict], task: str, on_failure: str = "floor") -> dict[str, Any]:
+    """ER and VP. A failed answer (a parse failure, a refusal, a truncated answer) scores the bottom of the
+    scale on every component (S_emo 1, S_int 1, VP judge 1, or 0 on the 0-6 scale) and BERTScore 0. An
+    unreadable judge verdict is floored or excluded by ``on_failure``; it touches only what the judge decides
+    (S_emo, the VP judge score): S_int is a formula on the intensities and BERTScore needs no judge.
+    S_ER is the mean of (S_emo + S_int) / 2 over the instances with an S_emo."""
     scores = [r.get("scores") or {} for r in records]
     failed_answer = [r.get("parse_status") != "ok" for r in records]
-    failed_verdict = [s.get("judge_status") == "failed" for s in scores]
-    judge = [None if not s.get("judge_status") else _judge_floor(s) if bad else s.get("judge_score")
-             for s, bad in zip(scores, failed_verdict)]
+    judge = verdict_values(scores, "judge_", on_failure)
     bert = [0.0 if bad and s.get("bertscore_f1") is not None else s.get("bertscore_f1")
             for s, bad in zip(scores, failed_answer)]
     out: dict[str, Any] = {"bertscore_f1": _mean(bert), "judged": sum(s.get("judge_status") == "ok" for s in scores),
-                           "judge_failures": sum(failed_verdict)}
+                           "judge_failures": _unreadable(scores), "judge_on_failure": on_failure}
     if TASKS[task].metric == "emotion":
-        intensity = [1.0 if answer or verdict else instance_scores(task, r["gold"], r["prediction"])["intensity_score"]
-                     for r, answer, verdict in zip(records, failed_answer, failed_verdict)]
+        intensity = [1.0 if bad else instance_scores(task, r["gold"], r["prediction"])["intensity_score"]
+                     for r, bad in zip(records, failed_answer)]
         out["s_int"] = _mean(intensity)
-        out["s_emo"] = _mean(judge) if all(j is not None for j in judge) else None
-        out["s_er"] = None if out["s_emo"] is None else _mean((e + i) / 2 for e, i in zip(judge, intensity))
+        pairs = [] if judge is None else [(e, i) for e, i in zip(judge, intensity) if e is not None]
+        out["s_emo"] = None if judge is None else _mean(e for e, _ in pairs)
+        out["s_er"] = None if judge is None else _mean((e + i) / 2 for e, i in pairs)
         out["judge"] = out["s_er"]
     else:
-        out["judge"] = _mean(judge) if all(j is not None for j in judge) else None
+        out["judge"] = None if judge is None else _mean(judge)
     return out
 
 
@@ -148,46 +180,40 @@ def _text_profile(texts: Sequence[str]) -> dict[str, float | None]:
             "distinct_1": distinct_n(texts, 1), "distinct_2": distinct_n(texts, 2)}
 
 
-def _verdicts(scores: list[dict], prefix: str = "judge_") -> float | None:
-    """The mean judge score under ``prefix`` by the failure rule of ``_generation``: a failed verdict scores
-    the bottom of its scale; None when any instance has no verdict."""
-    values = []
-    for s in scores:
-        status = s.get(f"{prefix}status")
-        if not status:
-            return None
-        bottom = int(str(s.get(f"{prefix}scale", "1-5")).split("-")[0])
-        values.append(bottom if status == "failed" else s.get(f"{prefix}score"))
-    return _mean(values)
-
-
-def _support(records: list[dict], task: str, label_space=None) -> dict[str, Any]:
-    """Free-text support turns: BERTScore and the judge's 1-5 rubric against the real turn, the adherence
-    rate (condition target_strategy), length and distinct-1/2; ``human`` holds the same numbers for the
-    real therapists' turns (judged by the same rubric; BERTScore against themselves is 1). Failed answers
-    and unreadable verdicts score the bottom of the scale, as for ER and VP."""
+def _support(records: list[dict], task: str, label_space=None, on_failure: str = "floor") -> dict[str, Any]:
+    """Free-text support turns: BERTScore against the real turn, the judge's 1-5 rubric, the adherence rate
+    (condition target_strategy), length and distinct-1/2; ``human`` holds the same numbers for the real
+    therapists' turns (judged by the same rubric; BERTScore against themselves is 1). Failed answers score
+    the bottom of each judged scale and BERTScore 0; unreadable verdicts are floored or excluded by
+    ``on_failure``, each check on its own. Length and distinct-n describe text, so they run over the turns
+    the model answered and, for the human reference, the real turns at the same rows."""
     scores = [r.get("scores") or {} for r in records]
     failed_answer = [r.get("parse_status") != "ok" for r in records]
     bert = _mean(0.0 if bad and s.get("bertscore_f1") is not None else s.get("bertscore_f1")
                  for s, bad in zip(scores, failed_answer))
+    answered = [r for r, bad in zip(records, failed_answer) if not bad]
     out: dict[str, Any] = {
-        "bertscore_f1": bert, "judge": _verdicts(scores),
+        "bertscore_f1": bert, "judge": _verdict_mean(scores, "judge_", on_failure),
         "judged": sum(s.get("judge_status") == "ok" for s in scores),
-        "judge_failures": sum(s.get("judge_status") == "failed" for s in scores),
-        "adherence": _verdicts(scores, "adherence_"),
-        **_text_profile(["" if bad else r["prediction"] for r, bad in zip(records, failed_answer)]),
+        "judge_failures": _unreadable(scores), "judge_on_failure": on_failure,
+        "adherence": _verdict_mean(scores, "adherence_", on_failure),
+        "adherence_failures": _unreadable(scores, "adherence_"),
+        **_text_profile([r["prediction"] for r in answered]),
     }
-    out["human"] = {"bertscore_f1": None if bert is None else 1.0, "judge": _verdicts(scores, "human_judge_"),
-                    "adherence": _verdicts(scores, "human_adherence_"),
-                    **_text_profile([r["gold"] for r in records])}
+    out["human"] = {"bertscore_f1": None if bert is None else 1.0,
+                    "judge": _verdict_mean(scores, "human_judge_", on_failure),
+                    "judge_failures": _unreadable(scores, "human_judge_"),
+                    "adherence": _verdict_mean(scores, "human_adherence_", on_failure),
+                    "adherence_failures": _unreadable(scores, "human_adherence_"),
+                    **_text_profile([r["gold"] for r in answered])}
     return out
 
 
-AGGREGATORS = {
-    "binary": lambda records, task, label_space: _binary(records),
-    "ranking": _ranking,
-    "emotion": lambda records, task, label_space: _generation(records, task),
-    "generation": lambda records, task, label_space: _generation(records, task),
+AGGREGATORS = {  # (records, task, label space, judge.on_failure) -> metrics
+    "binary": lambda records, task, label_space, on_failure: _binary(records),
+    "ranking": lambda records, task, label_space, on_failure: _ranking(records, task, label_space),
+    "emotion": lambda records, task, label_space, on_failure: _generation(records, task, on_failure),
+    "generation": lambda records, task, label_space, on_failure: _generation(records, task, on_failure),
     "support": _support,
 }
 
@@ -198,10 +224,11 @@ def task_labels(task: str) -> dict[str, tuple[str, ...]] | None:
     return TASKS[task].label_space()
 
 
-def aggregate(task: str, records: Sequence[dict], label_spaces: dict[str, Sequence[str]] | None = None
-              ) -> dict[str, dict[str, Any]]:
+def aggregate(task: str, records: Sequence[dict], label_spaces: dict[str, Sequence[str]] | None = None,
+              judge_on_failure: str = "floor") -> dict[str, dict[str, Any]]:
     """Metrics per scope (couple, family, both); scopes without instances are left out.
-    ``label_spaces`` (scenario -> labels) orders per-class results; the union serves 'both'."""
+    ``label_spaces`` (scenario -> labels) orders per-class results; the union serves 'both'.
+    ``judge_on_failure``: what an unreadable judge verdict counts as (``floor`` or ``exclude``)."""
     out: dict[str, dict[str, Any]] = {}
     for scope in SCOPES:
         chosen = [r for r in records if scope == "both" or r["scenario"] == scope]
@@ -213,7 +240,7 @@ def aggregate(task: str, records: Sequence[dict], label_spaces: dict[str, Sequen
             space = list(dict.fromkeys(lbl for sc in SCOPES[:2] for lbl in label_spaces.get(sc, ())))
         else:
             space = list(label_spaces.get(scope, ()))
-        metrics = AGGREGATORS[TASKS[task].metric](chosen, task, space)
+        metrics = AGGREGATORS[TASKS[task].metric](chosen, task, space, judge_on_failure)
         metrics["n"] = len(chosen)
         metrics["parse_failures"] = sum(r.get("parse_status") != "ok" for r in chosen)
         metrics["truncated"] = sum(r.get("parse_error") == "truncated" for r in chosen)
