@@ -10,7 +10,7 @@ from ..inference import BACKENDS
 from ..inference.options import STRUCTURED, TOKEN_PARAMS, ApiOptions, EngineOptions, reasons
 from ..scoring.judge import JUDGE_MAX_NEW_TOKENS
 from ..settings import ConfigError, meaning
-from .criteria import CRITERIA, EXPLORATORY_KEYS, IF_KEYS, OS_KEY
+from .criteria import CRITERIA, EXPLORATORY_KEYS, GATE_KEY, IF_KEYS, OS_KEY
 from .split import MODES as SPLITTERS
 
 CRITERIA_SETS = ("auto", "relate")
@@ -40,7 +40,8 @@ class AuditConfig(ApiOptions, EngineOptions):
     # What is audited.
     splitter: str = field(default="default", metadata=meaning("default | relate"))
     criteria: Any = field(default="auto", metadata=meaning(
-        "auto: RELATE's five, plus our exploratory pair on multi-party turns; relate: the five"))
+        "auto: RELATE's five, our referent gate, and our exploratory pair on multi-party turns; relate: the five, "
+        "as published; or a list of keys"))
     context: int = field(default=-1, metadata=meaning(
         "rows/messages of prior dialogue shown to the judge: -1 all (as RELATE), k the last k"))
     data: AuditData = field(default_factory=AuditData)
@@ -49,7 +50,8 @@ class AuditConfig(ApiOptions, EngineOptions):
     limit: Optional[int] = field(default=None, metadata=meaning("at most this many turns per INPUT"))
     # Statistics and output.
     bootstrap: int = field(default=10000, metadata=meaning(
-        "bootstrap resamples of dialogues for the CIs and comparisons"))
+        "bootstrap resamples of split units (couples, families; a dialogue file's dialogues) for the CIs and "
+        "comparisons"))
     seed: int = field(default=BOOTSTRAP_SEED, metadata=meaning("seed of the bootstrap"))
     output_dir: str = field(default="runs/audit", metadata=meaning("labels, results, report and plots"))
     overwrite: bool = field(default=False, metadata=meaning(
@@ -80,7 +82,7 @@ def load_config(argv: list[str]) -> AuditConfig:
     recipe = cli.pop("recipe", None)
     if recipe:
         if not str(recipe).endswith((".yaml", ".yml")):
-            raise ConfigError(f"recipe={recipe}: expected a YAML file of audit keys (no audit recipes are shipped)")
+            raise ConfigError(f"recipe={recipe}: expected a YAML file of audit keys (e.g. configs/audit/relate.yaml)")
         layers.append(OmegaConf.to_container(OmegaConf.load(recipe_path(str(recipe), "audit"))))
     cfg: AuditConfig = load(AuditConfig, [*layers, cli], "audit")
     validate(cfg)
@@ -91,7 +93,7 @@ def chosen_criteria(cfg: AuditConfig) -> tuple[str, ...]:
     from ..settings import as_list
 
     if isinstance(cfg.criteria, str) and cfg.criteria in CRITERIA_SETS:
-        return (*IF_KEYS, OS_KEY) + (EXPLORATORY_KEYS if cfg.criteria == "auto" else ())
+        return (*IF_KEYS, OS_KEY) + ((GATE_KEY, *EXPLORATORY_KEYS) if cfg.criteria == "auto" else ())
     keys = as_list(cfg.criteria)
     return tuple(k for k in CRITERIA if k in keys)
 
