@@ -6,9 +6,9 @@ chunk by chunk), ``results.json``, ``report.md`` and the plots. A killed audit r
 the reference turns again) reuses every answer whose prompt it has seen: the cache. A folder whose labels came
 from another judge is refused unless ``overwrite=true``.
 
-Requests are sent in (INPUT, dialogue, system message, turn, sentence, criterion) order: RELATE's five first,
-then ours, for each dialogue. The prompt puts what they share first, so a prefix cache (vLLM's, or an API's)
-serves each dialogue's requests.
+Requests are sent in (system message, INPUT, dialogue, turn, sentence, criterion) order: every request about
+RELATE's five first, then every request about ours. The prompt puts what they share first (the system
+message, then the dialogue), so a prefix cache (vLLM's, or an API's) serves each dialogue's requests.
 """
 
 from __future__ import annotations
@@ -60,10 +60,7 @@ def plan(turns: list[Turn], cfg: AuditConfig) -> tuple[list[dict[str, Any]], lis
     chosen = chosen_criteria(cfg)
     sentences: list[dict[str, Any]] = []
     requests: list[Request] = []
-    dialogue_of_request: list[int] = []
-    dialogues: dict[tuple[str, str], int] = {}
     for turn in ordered(turns):
-        dialogue = dialogues.setdefault((turn.system, turn.dialogue_id), len(dialogues))
         criteria = criteria_for(turn.setting, chosen)
         parts = split_sentences(turn.text, cfg.splitter)
         prior = turn.prior if cfg.context < 0 else turn.prior[-cfg.context:] if cfg.context else []
@@ -74,11 +71,8 @@ def plan(turns: list[Turn], cfg: AuditConfig) -> tuple[list[dict[str, Any]], lis
             for criterion in criteria:
                 prompt = messages(turn.setting, prior, parts[:number - 1], text, criterion)
                 requests.append(Request(len(sentences) - 1, criterion, prompt_key(prompt), prompt))
-                dialogue_of_request.append(dialogue)
-    # Within a dialogue, the requests under one system message go together (a stable sort keeps their order).
-    order = sorted(range(len(requests)),
-                   key=lambda i: (dialogue_of_request[i], family(requests[i].criterion) != "published"))
-    return sentences, [requests[i] for i in order]
+    # The requests under one system message go together; the stable sort keeps their dialogue order.
+    return sentences, sorted(requests, key=lambda r: family(r.criterion) != "published")
 
 
 class LabelStore:

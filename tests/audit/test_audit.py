@@ -132,16 +132,15 @@ def test_requests_are_ordered_for_the_prefix_cache_and_multi_party_turns_get_our
     sentences, requests = plan(turns, AuditConfig(model="m"))
     assert [(s["dialogue_id"], s["turn_id"], s["sentence_id"]) for s in sentences] == [
         ("a", 1, 1), ("a", 2, 1), ("b", 1, 1), ("b", 1, 2)]
-    # per dialogue: RELATE's five for each sentence in order, then ours (the gate, and on multi-party turns the
-    # exploratory pair) for each sentence in order
+    # RELATE's five for every sentence in dialogue order, then ours (the gate, and on multi-party turns the
+    # exploratory pair) for every sentence in dialogue order
     published, ours = [*C.IF_KEYS, C.OS_KEY], [C.GATE_KEY, *C.EXPLORATORY_KEYS]
-    assert [(r.sentence, r.criterion) for r in requests[:16]] == [
-        *((0, k) for k in published), *((1, k) for k in published), *((0, k) for k in ours), *((1, k) for k in ours)]
-    assert [(r.sentence, r.criterion) for r in requests[16:]] == [
-        *((2, k) for k in published), *((3, k) for k in published), (2, C.GATE_KEY), (3, C.GATE_KEY)]
+    assert [(r.sentence, r.criterion) for r in requests] == [
+        *((i, k) for i in range(4) for k in published),
+        *((0, k) for k in ours), *((1, k) for k in ours), (2, C.GATE_KEY), (3, C.GATE_KEY)]
     multi_system = requests[0].prompt[0]["content"]
     assert "the therapist" in multi_system and "Inter-member Scaffolding" not in multi_system
-    assert "Inter-member Scaffolding" in requests[10].prompt[0]["content"]
+    assert "Inter-member Scaffolding" in requests[20].prompt[0]["content"]
     # a sentence's requests under one system message share everything up to the criterion (prefix cache)
     contents = [r.prompt[1]["content"] for r in requests[:5]]
     assert len({c.rsplit("Criterion to judge:", 1)[0] for c in contents}) == 1
