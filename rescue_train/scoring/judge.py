@@ -187,8 +187,8 @@ def prompt_key(model: str, messages: Messages) -> str:
 
 
 class JudgeCache:
-    """Readable judge answers by (judge model, prompt hash), appended to a jsonl file as they arrive. Answers
-    cut short by the budget are not kept either (a larger budget should ask again)."""
+    """Readable judge answers (the judge puts no other) by (judge model, prompt hash), appended to a jsonl file
+    as they arrive. Answers cut short by the budget are not kept either (a larger budget should ask again)."""
 
     def __init__(self, path: Path | None):
         self.path = path

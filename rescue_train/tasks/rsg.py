@@ -87,13 +87,14 @@ class SupportGeneration(Task):
         ReportColumn("rsg_bert", "bertscore_f1", "RSG BERT", digits=4),
         ReportColumn("rsg_adherence", "adherence", "RSG Adh %", 100),
         ReportColumn("rsg_words", "length_words", "RSG words", digits=1),
+        ReportColumn("rsg_unanswered", "parse_failures", "RSG unanswered", digits=0),
         ReportColumn("rsg_distinct1", "distinct_1", "RSG D-1", digits=3),
         ReportColumn("rsg_distinct2", "distinct_2", "RSG D-2", digits=3),
     )
     report_note = ("RSG: LLM = the judge's 1-5 relation-aware support score; BERT = BERTScore F1 against the real "
                    "turn; Adh % = turns the judge finds enacting the given strategy toward the given target "
-                   "(condition target_strategy only); words = mean length of the answered turns (the unanswered "
-                   "are counted under parse failures); D-1/D-2 = distinct uni-/bigrams across the answered turns. "
+                   "(condition target_strategy only); words = mean length of the answered turns, beside the count "
+                   "of unanswered ones (parse failures); D-1/D-2 = distinct uni-/bigrams across the answered turns. "
                    "The real therapists' turns are scored the same way, length and distinct-n at the same rows "
                    "(BERTScore 1 by definition).")
 

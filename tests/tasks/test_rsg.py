@@ -148,9 +148,10 @@ def test_aggregate_scores_the_model_and_the_real_turns_alike():
     records[0]["scores"].update(verdicts(human_judge=5, adherence=1))
     assert aggregate("rsg", records)["family"]["judge"] == 1.0
     row = table5_row({"rsg": aggregate("rsg", records)}, "both")
-    assert (row["rsg_llm"], row["rsg_adherence"], row["rsg_words"]) == (2.5, 50.0, 6.0)
+    assert (row["rsg_llm"], row["rsg_adherence"], row["rsg_words"], row["rsg_unanswered"]) == (2.5, 50.0, 6.0, 1)
     human = table5_row({"rsg": aggregate("rsg", records)}, "both", source="human")
-    assert (human["rsg_llm"], human["rsg_bert"], human["rsg_adherence"]) == (4.0, 1.0, 100.0)
+    assert (human["rsg_llm"], human["rsg_bert"], human["rsg_adherence"], human["rsg_unanswered"]) == (
+        4.0, 1.0, 100.0, None)
 
 
 def test_judge_grades_generated_and_real_turns_blind_and_checks_adherence():
