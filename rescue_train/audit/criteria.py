@@ -118,9 +118,9 @@ EXPLORATORY_KEYS = tuple(c.key for c in EXPLORATORY)
 
 SETTINGS = {
     # The supporter, the other side, and who the clients are, per kind of dialogue.
-    "single": {"supporter": "the assistant (an AI supporter)", "person": "the user",
+    "single": {"supporter": "the assistant (an AI supporter)", "person": "the user", "persons": "the user's",
                "roles": "'user' is the person seeking support and 'assistant' is the supporter"},
-    "multi": {"supporter": "the therapist", "person": "the clients",
+    "multi": {"supporter": "the therapist", "person": "the clients", "persons": "the clients'",
               "roles": f"'{THERAPIST}' is the supporter and every other name is a client (a partner or family "
                        "member) in couple or family therapy"},
 }
@@ -160,7 +160,7 @@ dialogue {roles}. Neither direction is a judgment of quality.
 
 Also name the referent: whom the sentence's relational move is about. "supporter_dyad" = the relationship \
 between {person} and the supporter themself ("me", "us", "here", "this conversation"); "other_person" = people in \
-{person}'s own life (partners, family, friends, other helpers); "self" = {person}'s relation to themself; "none" \
+{persons} own life (partners, family, friends, other helpers); "self" = {persons} relation to themselves; "none" \
 = no relational move.
 
 Reply with one JSON object only: {{"label": "MET" or "NOT_MET", "span": "<the shortest words of the target \
