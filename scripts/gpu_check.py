@@ -358,9 +358,13 @@ def recipe_overrides(model_dir: Path, out: Path, steps: int, eval_steps: int) ->
 
 
 def run_recipe(overrides: list[str]) -> dict:
+    import torch
+
     from rescue_train.sft.config import compose
     from rescue_train.sft.runner import run
 
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()  # the recipe's peak, not that of building the model before it
     cfg = compose("ssp_lora", overrides)
     shutil.rmtree(cfg.output_dir, ignore_errors=True)  # a check measures a fresh run, not the resumed last one
     run_dir = run(cfg)
