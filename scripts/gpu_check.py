@@ -444,7 +444,8 @@ def step_eval(args, work: Path, figures: Figures) -> None:
     started = time.perf_counter()
     backend = make_backend(spec)
     figures.add(**{"instances": len(instances), f"{name}.load_seconds": round(time.perf_counter() - started, 1)})
-    predict(backend, instances[:2], protocol="rank", mode="dialogue", adapter="adapter")  # warm-up
+    for protocol in ("rank", "sft"):  # warm-up: first calls build kernels and caches
+        predict(backend, instances[:2], protocol=protocol, mode="dialogue", adapter="adapter", constrained=False)
     for protocol in ("rank", "sft"):
         started = time.perf_counter()
         records = predict(backend, instances, protocol=protocol, mode="dialogue", adapter="adapter",
