@@ -199,6 +199,14 @@ def run(inputs: list[str], cfg: AuditConfig, *, backend=None) -> dict[str, Any]:
             counts["turns"] += s["sentence_id"] == 1
         return {"dry_run": True, "systems": per_system, "sentences": sentences, "skipped": loaded.skipped,
                 **estimate(requests, store, answer_budget(cfg))}
+    if backend is None:  # the judge this run will start: checked before any request
+        from ..inference import ApiOptions
+        from ..inference.factory import backend_problems
+        from ..inference.options import pick
+
+        found = backend_problems(cfg.backend, pick(ApiOptions, cfg))
+        if found:
+            raise ValueError("; ".join(found))
     store.open()
     described = ask(store, requests, sentences, cfg, backend)
     attach_labels(sentences, requests, store)

@@ -17,6 +17,7 @@ from ..classifiers import balance
 from ..classifiers.classifier import BalanceSettings, TorchSettings
 from ..classifiers.classify_run import DataSettings, check_task, read_config
 from ..classifiers.sklearn_path import SklearnSettings
+from ..executor import EXECUTOR_KEYS, ExecutorSettings
 from ..settings import meaning
 
 LEARNERS = ("sklearn", "torch", "lora")
@@ -35,8 +36,10 @@ class EvalSettings:
 
 
 @dataclass
-class LaunchSettings:
-    """How each LoRA run is started: ``accelerate launch [--config_file F] ARGS -m rescue_train train ...``."""
+class LaunchSettings(ExecutorSettings):
+    """Where each LoRA run executes (``launch.executor``, ``launch.parallel``, ``launch.gpus_per_run``,
+    ``launch.slurm.*``: rescue_train.executor) and how it is started: ``accelerate launch [--config_file F] ARGS -m
+    rescue_train train ...``."""
 
     config_file: Optional[str] = field(default=None, metadata=meaning(
         "an accelerate config (configs/accelerate/*.yaml or your own)"))
@@ -178,6 +181,9 @@ def load_config(overrides: Sequence[str]) -> CompareConfig:
     config.strategies = list(dict.fromkeys(names))
     if "none" not in config.strategies:
         config.strategies.insert(0, "none")  # the reference every strategy is tested against
+    if config.learner != "lora" and asdict(config.launch) != asdict(LaunchSettings()):
+        raise ValueError("launch.* applies to LoRA comparisons (recipe=*_lora), whose runs are processes; a "
+                         "classifier comparison trains in this process")
     config.output_dir = config.output_dir or f"runs/compare/{config.recipe or config.task}-{config.learner}"
     return config
 
@@ -191,5 +197,6 @@ def run_settings(config: CompareConfig) -> dict:
                 body.pop(section)
     if config.learner == "lora":
         body.pop("balance")  # the classifiers' strategy parameters
-        body["launch"].pop("keep_checkpoints")
+        for key in ("keep_checkpoints", *EXECUTOR_KEYS):  # where a run executes never changes its result
+            body["launch"].pop(key)
     return body

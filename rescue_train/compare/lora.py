@@ -1,6 +1,7 @@
 """One LoRA run of a comparison: train through the ordinary training path, rank the test fold, record it.
 
-The run is two subprocesses, each a public entry point:
+The run is one :class:`~rescue_train.executor.Job` of two steps, each a subprocess and a public entry point
+(the executor runs it on this machine or as a SLURM job, see ``launch.*``):
 
 1. ``python -m accelerate.commands.launch [--config_file F] [launch.args] -m rescue_train train recipe=R
    <training overrides> seed=S data.test_fold=F balance.strategy=S output_dir=RUN``
@@ -11,23 +12,24 @@ The run is two subprocesses, each a public entry point:
    every candidate of every test-fold instance scored by its log-likelihood, so each prediction is a full
    ranking (a separate process, so a vLLM engine's GPU memory is freed between runs).
 
-Logs go to ``RUN/train.log`` and ``RUN/rank_eval.log``. The record holds the ranked predictions in the
-classifier runs' format, so the same statistics, tables and plots apply.
+Logs go to ``RUN/train.log`` and ``RUN/rank_eval.log``. A finished training (``provenance.json`` says so) is not
+repeated when the job runs again. Once the job is done, :func:`lora_record` reads what it left into the record,
+which holds the ranked predictions in the classifier runs' format, so the same statistics, tables and plots apply.
+:func:`lora_job` and :func:`lora_record` are the two halves any experiment of LoRA runs uses.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import shutil
-import subprocess
 import sys
-import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ..classifiers.classifier import LabelSpace
+from ..executor import Job, Outcome, Step
 from ..settings import find_yaml
 from .config import CompareConfig
 
@@ -44,6 +46,10 @@ def training_command(config: CompareConfig, strategy: str, fold: int, seed: int,
     if not any(o.split("=", 1)[0] == "train.eval_steps" for o in overrides):
         # Only the test fold's ranking is used; the validation loss would cost time and nothing else.
         overrides.append("train.eval_steps=0")
+    # The executor gives each run its GPUs (CUDA_VISIBLE_DEVICES): an accelerate config's gpu_ids (single_gpu.yaml
+    # says 0) would move every run to those; runs sharing a machine each need their own rendezvous port. Flags in
+    # launch.args come later and win.
+    launch += ["--gpu_ids", "all", "--main_process_port", "0"]
     return [*launch, *shlex.split(config.launch.args), "-m", "rescue_train", "train", f"recipe={config.recipe}",
             *overrides, f"seed={seed}", f"data.test_fold={fold}", *balance_overrides(strategy),
             f"output_dir={run_dir}"]
@@ -58,14 +64,36 @@ def rank_command(config: CompareConfig, run_dir: Path, eval_dir: Path) -> list[s
             f"output_dir={eval_dir}", *map(str, config.rank.args)]
 
 
-def _call(command: list[str], log: Path, what: str) -> None:
-    with open(log, "a", encoding="utf-8") as handle:
-        handle.write("$ " + " ".join(command) + "\n")
-        handle.flush()
-        done = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, env=os.environ.copy())
-    if done.returncode != 0:
-        tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
-        raise ValueError(f"{what} failed (exit {done.returncode}); log {log}:\n  " + "\n  ".join(tail))
+def problems(config: CompareConfig) -> list[str]:
+    """What would stop the runs, found before the first one starts: the executor's settings (sbatch, GPUs) and vLLM
+    for ``rank.backend=vllm`` (imported by a fresh interpreter, as each rank evaluation will)."""
+    from ..executor import problems as executor_problems
+    from ..inference.factory import backend_problems
+
+    return executor_problems(config.launch) + backend_problems(config.rank.backend, prefix="rank.",
+                                                               separate_process=True)
+
+
+def training_finished(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a finished training run (its provenance says so; a killed one says running)."""
+    try:
+        return json.loads((run_dir / "provenance.json").read_text()).get("status") == "finished"
+    except (OSError, ValueError):
+        return False
+
+
+def run_folder(work_dir: Path, strategy: str, fold: int, seed: int) -> Path:
+    return (work_dir / strategy / f"fold{fold}_seed{seed}").resolve()
+
+
+def lora_job(config: CompareConfig, strategy: str, fold: int, seed: int, work_dir: Path, record: Path) -> Job:
+    """The job of one (strategy, fold, seed): train, then rank the test fold; done once ``record`` exists."""
+    run_dir = run_folder(work_dir, strategy, fold, seed)
+    return Job(f"{strategy}/fold{fold}_seed{seed}", [
+        Step(training_command(config, strategy, fold, seed, run_dir), run_dir / "train.log",
+             done=partial(training_finished, run_dir)),
+        Step(rank_command(config, run_dir, run_dir / "rank_eval"), run_dir / "rank_eval.log"),
+    ], done=record.exists)
 
 
 def _check_test_fold(records: list[dict], splits: dict, run_dir: Path) -> None:
@@ -78,19 +106,12 @@ def _check_test_fold(records: list[dict], splits: dict, run_dir: Path) -> None:
                          f"expected: {sorted(expected - ranked)[:3]}); were the data settings changed?")
 
 
-def run_lora(config: CompareConfig, splits: dict, space: LabelSpace, strategy: str, fold: int, seed: int,
-             work_dir: Path) -> dict[str, Any]:
-    """Train and rank one (strategy, fold, seed) of a LoRA comparison; returns the JSON-ready run record."""
-    run_dir = (work_dir / strategy / f"fold{fold}_seed{seed}").resolve()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    started = time.time()
-    _call(training_command(config, strategy, fold, seed, run_dir), run_dir / "train.log",
-          f"training run {strategy} fold {fold} seed {seed}")
-    trained = time.time()
+def lora_record(config: CompareConfig, splits: dict, space: LabelSpace, strategy: str, fold: int, seed: int,
+                work_dir: Path, outcome: Outcome) -> dict[str, Any]:
+    """The JSON-ready record of one finished (strategy, fold, seed) job: what its two steps left in its run folder."""
+    run_dir = run_folder(work_dir, strategy, fold, seed)
     provenance = json.loads((run_dir / "provenance.json").read_text())
     eval_dir = run_dir / "rank_eval"
-    _call(rank_command(config, run_dir, eval_dir), run_dir / "rank_eval.log",
-          f"rank evaluation of {strategy} fold {fold} seed {seed}")
     results = json.loads((eval_dir / "results.json").read_text())
     records = results["records"]
     _check_test_fold(records, splits, run_dir)
@@ -101,7 +122,7 @@ def run_lora(config: CompareConfig, splits: dict, space: LabelSpace, strategy: s
                     "parse_status": r["parse_status"], "raw": None, "label_scores": r["loglik"]} for r in records]
     counts = splits["train"].counts(len(space))
     return {"strategy": strategy, "fold": fold, "seed": seed, "tau": None,
-            "seconds": round(time.time() - started, 3), "train_seconds": round(trained - started, 3),
+            "seconds": outcome.seconds, "train_seconds": outcome.step_seconds[0],
             "train_counts": dict(zip(space.names, counts.tolist())),
             "sizes": {role: len(s) for role, s in splits.items()},
             "learner_info": {"run_dir": str(run_dir), "adapter": str(run_dir / provenance["adapter"]),
@@ -110,6 +131,7 @@ def run_lora(config: CompareConfig, splits: dict, space: LabelSpace, strategy: s
                              "dropped_too_long": provenance.get("dropped_too_long"),
                              "manifest_hash": provenance["manifest_hash"],
                              "data_fingerprint": provenance["data"]["data_fingerprint"],
+                             "executor": outcome.executor,
                              "rank_eval": {"results": str(eval_dir / "results.json"),
                                            "prediction_hash": results["prediction_hash"],
                                            "backend": results["backend"]}},

@@ -24,12 +24,42 @@ STATS_NOTE = {"interval": "percentile bootstrap over units",
 
 def run_one(config: CompareConfig, splits: dict, space: LabelSpace, strategy_name: str, fold: int, seed: int,
             work_dir: Path, cache: dict) -> dict:
-    """Train and predict one (strategy, fold, seed) of the comparison; returns the JSON-ready run record."""
-    if config.learner == "lora":
-        from .lora import run_lora
-
-        return run_lora(config, splits, space, strategy_name, fold, seed, work_dir)
+    """Train and predict one (strategy, fold, seed) of a classifier comparison; returns the JSON-ready run record."""
     return run_classifier(config, splits, space, strategy_name, fold, seed, work_dir, cache)
+
+
+def _store(record: dict, path: Path, manifest, run_hash: str) -> None:
+    from ..io import write_json_atomic
+
+    trained_on = record["learner_info"].get("manifest_hash", manifest.hash)
+    if trained_on != manifest.hash:  # a LoRA run converts its own data: it must split it the same way
+        raise ValueError(f"run {record['strategy']} fold {record['fold']} seed {record['seed']} was trained on split "
+                         f"manifest {trained_on}, the comparison uses {manifest.hash}")
+    write_json_atomic(path, {"run_hash": run_hash, **record})
+
+
+def run_lora_jobs(config: CompareConfig, out: Path, rows, manifest, space: LabelSpace, run_hash: str,
+                  todo: list[tuple], path_of: dict) -> None:
+    """The LoRA runs ``todo`` through the executor (``launch.*``): each finished run's record is written as soon as
+    it is done; when some fail, the others still finish and are recorded, then one error names the failed ones."""
+    from ..executor import run_jobs
+    from .lora import lora_job, lora_record
+
+    work = out / "work"
+    jobs = [lora_job(config, *key, work, path_of[key]) for key in todo]
+    key_of = {job.name: key for job, key in zip(jobs, todo)}
+
+    def record(outcome) -> None:
+        key = key_of[outcome.job.name]
+        splits = fold_data(rows, manifest, space, key[1])
+        _store(lora_record(config, splits, space, *key, work, outcome), path_of[key], manifest, run_hash)
+
+    outcomes = run_jobs(jobs, config.launch, work, title=f"compare {config.task} (lora)", on_done=record)
+    failed = [o for o in outcomes if o.state == "failed"]
+    if failed:
+        lines = "\n".join(o.message.splitlines()[0] + "\n" + "\n".join(o.message.splitlines()[-3:]) for o in failed)
+        raise ValueError(f"{len(failed)} of {len(outcomes)} runs failed (the others are recorded; rerun the same "
+                         f"command to retry the failed ones):\n{lines}")
 
 
 def _estimate(records: list[dict], total: int, todo: int) -> dict[str, Any]:
@@ -44,14 +74,14 @@ def run_all(config: CompareConfig, out: Path, rows, manifest, space: LabelSpace,
     training the first run when none is finished, so the estimate comes from a real run)."""
     from tqdm.auto import tqdm
 
-    from ..io import write_json_atomic
-
     folds = config.test_folds if config.test_folds is not None else list(range(manifest.k))
     jobs = [(s, f, seed) for s in config.strategies for f in folds for seed in config.seeds]
     path_of = {job: out / "runs" / job[0] / f"fold{job[1]}_seed{job[2]}.json" for job in jobs}
     todo = [job for job in jobs if not path_of[job].exists()]
     if config.dry_run:
         jobs = [job for job in jobs if job not in todo] or todo[:1]
+    if config.learner == "lora":
+        run_lora_jobs(config, out, rows, manifest, space, run_hash, [job for job in jobs if job in todo], path_of)
     records, cache = [], {}
     for job in tqdm(jobs, desc=f"compare {config.task} ({config.learner})", unit="run"):
         strategy, fold, seed = job
@@ -63,12 +93,8 @@ def run_all(config: CompareConfig, out: Path, rows, manifest, space: LabelSpace,
                                  f"{run_hash}); use another output_dir")
         else:
             splits = fold_data(rows, manifest, space, fold)
-            record = {"run_hash": run_hash, **run_one(config, splits, space, strategy, fold, seed, out / "work", cache)}
-            trained_on = record["learner_info"].get("manifest_hash", manifest.hash)
-            if trained_on != manifest.hash:  # a LoRA run converts its own data: it must split it the same way
-                raise ValueError(f"run {strategy} fold {fold} seed {seed} was trained on split manifest {trained_on}, "
-                                 f"the comparison uses {manifest.hash}")
-            write_json_atomic(path, record)
+            _store(run_one(config, splits, space, strategy, fold, seed, out / "work", cache), path, manifest, run_hash)
+            record = json.loads(path.read_text())
         records.append(record)
     if config.dry_run:
         return _estimate(records, len(path_of), sum(not path_of[job].exists() for job in path_of))
@@ -109,6 +135,12 @@ def compare(config: CompareConfig) -> dict:
     with ``config.dry_run``, only the number of runs and the time estimate."""
     from ..provenance import git_commit, versions
 
+    if config.learner == "lora":
+        from .lora import problems
+
+        found = problems(config)
+        if found:
+            raise ValueError("; ".join(found))
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     run_hash = check_settings(config, out)

@@ -61,6 +61,9 @@ class EvalConfig(ApiOptions, EngineOptions):
     batch_size: int = field(default=8, metadata=meaning("prompts per generation batch (hf)"))
     chunk: Optional[int] = field(default=None, metadata=meaning(
         "instances per resumable step (default: hf batch, 1024 vllm, 64 openai)"))
+    data_parallel: int = field(default=1, metadata=meaning(
+        "vllm: engine processes, each on its own tensor_parallel_size GPUs (on CPU its share of the threads), "
+        "each predicting a share of the instances into the one results folder"))
     constrained: bool = field(default=True, metadata=meaning(
         "structured outputs where the backend has them (vllm; json mode for openai)"))
     rank_score: str = field(default="sum", metadata=meaning("sum = log P(answer and end of turn); mean = per token"))
@@ -71,7 +74,7 @@ class EvalConfig(ApiOptions, EngineOptions):
 
 # Keys that change how fast a run goes, not what it computes: left out of the run hash.
 RUNTIME_KEYS = ("output_dir", "overwrite", "batch_size", "chunk", "progress", "concurrency", "max_retries",
-                "timeout", "token_param", "gpu_memory_utilization", "include_base", "adapter")
+                "timeout", "token_param", "gpu_memory_utilization", "include_base", "adapter", "data_parallel")
 
 
 def _repeated(argv: list[str], keys: tuple[str, ...]) -> list[str]:
@@ -168,6 +171,9 @@ def validate(cfg: EvalConfig) -> None:
         choose("tasks", task, tuple(TASKS))
     if not cfg.tasks:
         raise ValueError("tasks is empty")
+    if cfg.data_parallel < 1 or (cfg.data_parallel > 1 and cfg.backend != "vllm"):
+        raise ValueError(f"data_parallel={cfg.data_parallel}: it takes a count >= 1, and more than one engine only with "
+                         "backend=vllm (hf: batch_size; openai: concurrency)")
     if cfg.protocol == "rank" and cfg.backend == "openai":
         raise ValueError("protocol=rank needs the log-likelihood of given text: use backend=hf or vllm")
     if cfg.judge.backend != "none" and not cfg.judge.model:

@@ -96,3 +96,25 @@ def backend_spec(cfg: EvalConfig, spec: ModelSpec) -> BackendSpec:
     return BackendSpec(backend=cfg.backend, model=spec.model, adapters=spec.adapters, tokenizer=spec.tokenizer,
                        engine=pick(EngineOptions, cfg), api=pick(ApiOptions, cfg), batch_size=cfg.batch_size,
                        seed=cfg.seed, progress=cfg.progress)
+
+
+def problems_before_work(cfg: EvalConfig, *, model: bool = True, judge: bool = True) -> list[str]:
+    """What the evaluation will need, checked before any instance is loaded (each one line): the model's backend
+    (vLLM importable, an API endpoint that answers; ``model=False`` when the caller gives a started backend),
+    enough GPUs for ``data_parallel`` x ``tensor_parallel_size`` engines, and the judge's backend when a task it
+    grades is evaluated (``judge=False`` when the caller gives one)."""
+    from ..executor import visible_gpus
+    from ..inference.factory import backend_problems
+    from ..tasks import TASKS
+
+    found = []
+    if model:
+        found += backend_problems(cfg.backend, pick(ApiOptions, cfg))
+        gpus = visible_gpus()
+        needed = cfg.data_parallel * cfg.tensor_parallel_size
+        if cfg.backend == "vllm" and gpus and needed > len(gpus):
+            found.append(f"data_parallel={cfg.data_parallel} x tensor_parallel_size={cfg.tensor_parallel_size} needs "
+                         f"{needed} GPUs; {len(gpus)} visible")
+    if judge and cfg.judge.backend != "none" and any(TASKS[t].judged for t in cfg.tasks):
+        found += backend_problems(cfg.judge.backend, pick(ApiOptions, cfg.judge), "judge.")
+    return found

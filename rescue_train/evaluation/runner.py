@@ -24,6 +24,7 @@ from typing import Any, Iterable
 
 from ..data import load_benchmark
 from ..data.splits import SplitManifest, assign_units, check_leakage, make_manifest
+from ..executor import executor_info
 from ..inference import BackendError, make_backend
 from ..io import append_jsonl, read_jsonl, write_json_atomic
 from ..provenance import config_hash, git_commit, versions
@@ -33,7 +34,7 @@ from ..scoring.metrics import aggregate, table5_row, task_labels
 from ..settings import flatten
 from ..tasks import TASKS, Instance, build
 from .config import RUNTIME_KEYS, EvalConfig, budget_override, to_dict
-from .models import ModelSpec, backend_spec, resolve_model
+from .models import ModelSpec, backend_spec, problems_before_work, resolve_model
 from .protocols import predict
 from .usage import print_estimate, usage_totals
 
@@ -230,6 +231,7 @@ def predict_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: Ev
     identity = prediction_identity(cfg, spec, variant, data)
     folder = RunFolder(variant.output, config_hash(identity), config_hash(scoring_identity(cfg)), cfg.overwrite,
                        identity)
+    merge_shards(folder, config_hash(identity))
     done = folder.done_predictions()
     todo = [inst for task in cfg.tasks for inst in data.instances[task] if inst.id not in done]
     chunk = cfg.chunk or DEFAULT_CHUNK[cfg.backend] or cfg.batch_size
@@ -248,6 +250,129 @@ def predict_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: Ev
             done.update((r["id"], r) for r in records)
             bar.update(len(part))
     return Predicted(identity, folder, done, backend.describe(folder.path))
+
+
+# ---------------------------------------------------------------- data-parallel engines (data_parallel=N)
+
+SHARDS = ".shards-"  # RUN/.shards-<prediction hash>/shard<k>/: what engine k predicted, until it is merged
+ENGINE = "import sys; from rescue_train.evaluation.runner import predict_shard; predict_shard(sys.argv[1])"
+
+
+def merge_shards(folder: RunFolder, prediction_hash: str) -> None:
+    """Append what the data-parallel engines of this run predicted (its hash's shard folders) to its predictions,
+    once per instance, then remove the shard folders; those of another hash are stale and only removed."""
+    import shutil
+
+    for root in sorted(folder.path.glob(SHARDS + "*")):
+        if root.name == SHARDS + prediction_hash:
+            done = set(folder.done_predictions())
+            new = []
+            for record in (r for shard in sorted(root.glob("shard*")) for r in read_jsonl(shard / "predictions.jsonl")):
+                if record["id"] not in done:
+                    done.add(record["id"])
+                    new.append(record)
+            append_jsonl(folder.predictions, new)
+            described = sorted(root.glob("shard*/backend.json"))
+            if described:
+                write_json_atomic(folder.path / "backend.json",
+                                  {**json.loads(described[0].read_text()), "data_parallel": len(described)})
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def predict_sharded(cfg: EvalConfig, spec: ModelSpec, chosen: list[Variant], data: EvalData) -> None:
+    """What every variant still lacks, predicted by ``cfg.data_parallel`` vLLM engine processes, each on its own
+    GPU group of ``tensor_parallel_size`` GPUs (on CPU, its share of the cores) and each given a contiguous share
+    of the instances (a dialogue's instances stay together for the prefix cache). Each engine writes through
+    :func:`predict_variant` into shard folders that are merged into the variants' own: a kill loses nothing that
+    finished, and a rerun, with any ``data_parallel``, resumes. A failed engine is reported with its log's tail,
+    after the others finish."""
+    import math
+    import os
+    import pickle
+    import subprocess
+    import sys
+    import time
+    from dataclasses import replace
+
+    from ..executor import local_slots, visible_gpus
+
+    instances = [inst for task in cfg.tasks for inst in data.instances[task]]
+    work = []
+    for variant in chosen:
+        identity = prediction_identity(cfg, spec, variant, data)
+        folder = RunFolder(variant.output, config_hash(identity), config_hash(scoring_identity(cfg)), cfg.overwrite,
+                           identity)
+        merge_shards(folder, config_hash(identity))
+        done = folder.done_predictions()
+        work.append((variant, folder, config_hash(identity), {i.id for i in instances if i.id not in done}))
+    total = sum(len(todo) for *_, todo in work)
+    if not total:
+        return
+    engines = min(cfg.data_parallel, len(instances))
+    size = math.ceil(len(instances) / engines)
+    slots = local_slots(engines, cfg.tensor_parallel_size if visible_gpus() else 0)
+    logs = (chosen[0].output if len(chosen) == 1 else chosen[0].output.parent) / "data_parallel"
+    logs.mkdir(parents=True, exist_ok=True)
+    shard_cfg = replace(cfg, data_parallel=1, progress=False, overwrite=False)
+    started, outputs = [], []
+    for k, slot in enumerate(slots):
+        part = {i.id for i in instances[k * size:(k + 1) * size]}
+        jobs = []
+        for variant, _, prediction_hash, todo in work:
+            mine = part & todo
+            if mine:
+                shard = Variant(variant.name, variant.adapter, variant.output / f"{SHARDS}{prediction_hash}" /
+                                f"shard{k}", variant.provenance)
+                jobs.append((shard, replace(data, instances={t: [i for i in data.instances[t] if i.id in mine]
+                                                             for t in cfg.tasks})))
+                outputs.append(shard.output / "predictions.jsonl")
+        if not jobs:
+            continue
+        request = logs / f"engine{k}.pickle"
+        request.write_bytes(pickle.dumps((shard_cfg, spec, jobs)))
+        with open(logs / f"engine{k}.log", "w", encoding="utf-8") as log:
+            started.append((k, subprocess.Popen([sys.executable, "-c", ENGINE, str(request)], stdout=log,
+                                                stderr=subprocess.STDOUT,
+                                                env={**os.environ, **slot.env(cfg.tensor_parallel_size)})))
+    try:
+        with _progress(total, f"predict ({len(started)} engines)", cfg.progress) as bar:
+            while True:
+                running = any(process.poll() is None for _, process in started)
+                count = sum(path.read_bytes().count(b"\n") for path in outputs if path.exists())
+                bar.update(count - bar.n)
+                if not running:
+                    break
+                time.sleep(1.0)
+    except BaseException:  # stop the engines; what they finished is merged on the next run
+        for _, process in started:
+            process.terminate()
+        raise
+    for _, folder, prediction_hash, _ in work:
+        merge_shards(folder, prediction_hash)
+    failed = [(k, process.returncode) for k, process in started if process.returncode != 0]
+    if failed:
+        from ..executor import log_tail
+
+        raise ValueError("; ".join(f"data-parallel engine {k} failed (exit status {status}); the end of "
+                                   f"{logs / f'engine{k}.log'}:\n{log_tail(logs / f'engine{k}.log')}"
+                                   for k, status in failed) + "\nFinished instances are kept: rerun to resume.")
+    for k, _ in started:
+        (logs / f"engine{k}.pickle").unlink(missing_ok=True)
+
+
+def predict_shard(request: str) -> None:
+    """One data-parallel engine, in the process :func:`predict_sharded` started: its share of every variant,
+    predicted through :func:`predict_variant` into that variant's shard folder (the code of one engine)."""
+    import pickle
+
+    with open(request, "rb") as handle:
+        cfg, spec, jobs = pickle.load(handle)
+    lazy = LazyBackend(cfg, spec)
+    try:
+        for variant, data in jobs:
+            predict_variant(cfg, spec, variant, data, lazy)
+    finally:
+        lazy.close()
 
 
 def score_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalData, predicted: Predicted,
@@ -369,6 +494,7 @@ def write_results(cfg, spec, variant, data, backend_info, identity, folder, reco
         "backend": backend_info,
         "versions": versions(),
         "git_commit": git_commit(),
+        "executor": executor_info(),
         "seed": cfg.seed,
         "data": {"source": data.source, "fingerprint": data.fingerprint, "notes": data.notes},
         "split": data.split,
@@ -391,14 +517,20 @@ def write_results(cfg, spec, variant, data, backend_info, identity, folder, reco
 def run(cfg: EvalConfig, *, backend=None, judge_backend=None) -> list[dict]:
     """Evaluate every variant (base and/or adapters) of ``cfg``; returns the results documents.
     ``backend``/``judge_backend`` replace the configured ones (tests, or reuse of a started engine)."""
+    found = problems_before_work(cfg, model=backend is None, judge=judge_backend is None)
+    if found:
+        raise ValueError("; ".join(found))
     spec = resolve_model(cfg)
     if cfg.data.split == "none" and spec.run_dirs and not cfg.run:
         print("warning: data.split=none evaluates on the whole benchmark, including what the adapter was trained "
               "on; run=RUN_DIR evaluates on the run's held-out test fold with its prompts")
     data = load_instances(cfg)
     lazy = LazyBackend(cfg, spec, backend)
+    chosen = variants(cfg, spec)
     try:
-        predicted = [(v, predict_variant(cfg, spec, v, data, lazy)) for v in variants(cfg, spec)]
+        if cfg.data_parallel > 1 and backend is None:
+            predict_sharded(cfg, spec, chosen, data)
+        predicted = [(v, predict_variant(cfg, spec, v, data, lazy)) for v in chosen]
     finally:
         lazy.close()  # every prediction is made: free the device before a local judge model or engine starts
     scorers = make_scorers(cfg, judge_backend)

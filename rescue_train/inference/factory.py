@@ -4,6 +4,9 @@ start backends here, each from its own settings."""
 
 from __future__ import annotations
 
+import importlib.util
+import subprocess
+import sys
 from dataclasses import dataclass, field
 
 from .base import Backend
@@ -54,3 +57,28 @@ def make_backend(spec: BackendSpec) -> Backend:
                        max_model_len=engine.max_model_len, gpu_memory_utilization=engine.gpu_memory_utilization,
                        tensor_parallel_size=engine.tensor_parallel_size, seed=spec.seed,
                        engine_args=dict(engine.engine_args or {}), progress=spec.progress)
+
+
+def backend_problems(backend: str, api: ApiOptions | None = None, prefix: str = "", *,
+                     separate_process: bool = False) -> list[str]:
+    """What would stop ``backend`` from starting, found before any work starts (each one line): vLLM missing from
+    this environment (``separate_process``: also try importing it in a fresh interpreter, as the runs that will
+    use it do), an OpenAI-compatible endpoint without a key or that does not answer."""
+    if backend == "vllm":
+        from .vllm import INSTALL_HINT
+
+        problem = None
+        if importlib.util.find_spec("vllm") is None:
+            problem = "it is not installed"
+        elif separate_process:
+            tried = subprocess.run([sys.executable, "-c", "import vllm"], capture_output=True, text=True, timeout=600)
+            if tried.returncode != 0:
+                problem = "importing it fails: " + (tried.stderr.strip().splitlines() or ["?"])[-1]
+        return [f"{prefix}backend=vllm needs vLLM in this environment ({sys.executable}), and {problem}; "
+                f"{INSTALL_HINT}"] if problem else []
+    if backend == "openai":
+        from .openai import endpoint_problem
+
+        problem = endpoint_problem(api or ApiOptions(), prefix)
+        return [problem] if problem else []
+    return []

