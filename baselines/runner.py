@@ -34,7 +34,7 @@ class BaselineData(DataConfig):
         "kfold: fit on the training folds, predict each test fold | leave_one_unit_out: fit on every other unit, "
         "predict the held-out one (every instance predicted, as the paper's whole-benchmark evaluation)"))
     test_fold: Optional[int] = field(default=None, metadata=meaning(
-        "kfold: score only this test fold (beside a model trained on that split); null: every fold"))
+        "kfold: score only this test fold (beside a model trained on that split); null: every fold", low=0))
 
 
 @dataclass
@@ -46,7 +46,7 @@ class RunConfig:
     bertscore: Optional[str] = field(default=None, metadata=meaning(
         "a local model folder for BERTScore on ER/VP/RSG (left out when not given)"))
     bertscore_layers: Optional[int] = field(default=None, metadata=meaning(
-        "the layer bert-score reads (needed with a folder)"))
+        "the layer bert-score reads (needed with a folder)", low=1))
     judge_model: Optional[str] = field(default=None, metadata=meaning(
         "judge the ER/VP/RSG predictions with this model of an OpenAI-compatible server (the evaluator's rubrics; "
         "the key comes from $OPENAI_API_KEY)"))

@@ -57,7 +57,7 @@ class ClassifyConfig:
     task: str = field(default="rpp", metadata=meaning("itp | rpp | stp | ssp"))
     learner: str = field(default="sklearn", metadata=meaning("sklearn | torch"))
     strategy: str = field(default="none", metadata=meaning("one of balance.STRATEGIES that the learner supports"))
-    seed: int = field(default=0, metadata=meaning("training seed (the split seed is data.split_seed)"))
+    seed: int = field(default=0, metadata=meaning("training seed (the split seed is data.split_seed)", low=0))
     output_dir: Optional[str] = field(default=None, metadata=meaning(
         "default runs/<recipe>/<learner>-<strategy>/fold<test_fold>"))
     data: DataSettings = field(default_factory=DataSettings)

@@ -49,17 +49,19 @@ class EvalConfig(ApiOptions, EngineOptions):
         "sft: the training prompts and answer format; paper: zero-shot JSON; rank: log-lik"))
     data: DataConfig = field(default_factory=lambda: DataConfig(split="none"), metadata=meaning(
         "split none: all is test"))
-    seed: int = field(default=0, metadata=meaning("the backend's sampling seed (the split seed is data.split_seed)"))
-    limit: Optional[int] = field(default=None, metadata=meaning("at most this many instances per task (smoke runs)"))
+    seed: int = field(default=0, metadata=meaning(
+        "the backend's sampling seed (the split seed is data.split_seed)", low=0))
+    limit: Optional[int] = field(default=None, metadata=meaning(
+        "at most this many instances per task (smoke runs)", low=1))
     output_dir: Optional[str] = field(default=None, metadata=meaning(
         "default runs/eval/<model>[+<adapter>]/<protocol>"))
     overwrite: bool = field(default=False, metadata=meaning(
         "start over when the output holds a run with another config"))
     max_new_tokens: Any = field(default=None, metadata=meaning(
         "one number or {task: number}; default per task and answer format"))
-    batch_size: int = field(default=8, metadata=meaning("prompts per generation batch (hf)"))
+    batch_size: int = field(default=8, metadata=meaning("prompts per generation batch (hf)", low=1))
     chunk: Optional[int] = field(default=None, metadata=meaning(
-        "instances per resumable step (default: hf batch, 1024 vllm, 64 openai)"))
+        "instances per resumable step (default: hf batch, 1024 vllm, 64 openai)", low=1))
     constrained: bool = field(default=True, metadata=meaning(
         "structured outputs where the backend has them (vllm; json mode for openai)"))
     rank_score: str = field(default="sum", metadata=meaning("sum = log P(answer and end of turn); mean = per token"))
@@ -168,8 +170,6 @@ def validate(cfg: EvalConfig) -> None:
         raise ValueError("protocol=rank needs the log-likelihood of given text: use backend=hf or vllm")
     if cfg.judge.backend != "none" and not cfg.judge.model:
         raise ValueError("judge.model is required when judge.backend is set (e.g. judge.model=gpt-5.4)")
-    if cfg.limit is not None and cfg.limit < 1:
-        raise ValueError(f"limit must be a positive count, got {cfg.limit}")
     budgets = cfg.max_new_tokens if isinstance(cfg.max_new_tokens, dict) else {"*": cfg.max_new_tokens}
     for task, budget in budgets.items():
         if task != "*" and task not in TASKS:

@@ -52,8 +52,9 @@ class JudgeConfig(ApiOptions):
         "the judge model (a local path, a hub name, or the API model name)"))
     vp_scale: str = field(default="likert5", metadata=meaning(
         "the paper's 1-5 Likert; ref0to6 = the reference scripts' 0-2 + 0-4"))
-    max_new_tokens: Optional[int] = field(default=None, metadata=meaning("default 256, 4096 when the judge reasons"))
-    batch_size: int = field(default=8, metadata=meaning("prompts per judge batch (hf)"))
+    max_new_tokens: Optional[int] = field(default=None, metadata=meaning(
+        "default 256, 4096 when the judge reasons", low=1))
+    batch_size: int = field(default=8, metadata=meaning("prompts per judge batch (hf)", low=1))
     cache: bool = field(default=True, metadata=meaning(
         "verdicts kept in OUTPUT/judge_cache.jsonl by (judge model, prompt hash)"))
 
