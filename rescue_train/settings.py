@@ -58,13 +58,16 @@ def meaning(help_text: str, *, low: float | None = None, high: float | None = No
     return {"help": help_text, **extra}
 
 
-def check_ranges(config: Any, prefix: str = "") -> None:
-    """Every numeric key of ``config`` (a schema instance, nested sections included) within its range; a list key's
-    range applies to each element."""
-    for f in dataclasses.fields(config):
-        value = getattr(config, f.name)
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            check_ranges(value, f"{prefix}{f.name}.")
+def check_ranges(schema: type, tree: Mapping[str, Any], prefix: str = "") -> None:
+    """Every numeric key of ``tree`` (a schema's values, nested sections included) within its range, before the
+    schema's own checks run; a list key's range applies to each element."""
+    hints = _hints(schema)
+    for f in dataclasses.fields(schema):
+        value = tree.get(f.name)
+        kind = _unwrap(hints[f.name])
+        if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+            if isinstance(value, Mapping):
+                check_ranges(kind, value, f"{prefix}{f.name}.")
             continue
         bounds = f.metadata.get("range")
         if bounds is None or value is None:
@@ -200,11 +203,10 @@ def load(schema: type, layers: Sequence[Any], what: str):
             plain = layer if isinstance(layer, Mapping) else OmegaConf.to_container(layer)
             check_keys(schema, flatten(plain).keys(), what)
             merged = OmegaConf.merge(merged, layer)
-        config = OmegaConf.to_object(merged)
+        check_ranges(schema, OmegaConf.to_container(merged))
+        return OmegaConf.to_object(merged)
     except OmegaConfBaseException as exc:
         raise friendly(exc, schema, what) from None
-    check_ranges(config)
-    return config
 
 
 def dotlist(overrides: Sequence[str], what: str) -> dict:

@@ -2,22 +2,23 @@
 
 The run is two subprocesses, each a public entry point:
 
-1. ``python -m accelerate.commands.launch [--config_file F] [launch.args] -m rescue_train train recipe=R
+1. ``python -m rescue_train launch [--config_file F] [launch.args] -m rescue_train train recipe=R
    <training overrides> seed=S data.test_fold=F balance.strategy=S output_dir=RUN``
-   (``accelerate launch``, so whatever accelerate config the user gives applies; ``resume=auto`` continues
-   an interrupted run from its last checkpoint);
+   (``accelerate launch`` through ``rescue-train launch``, so whatever accelerate config the user gives applies
+   and a failure ends with the training's own status; ``resume=auto`` continues an interrupted run from its
+   last checkpoint, and a finished run is left as it is);
 2. ``python -m rescue_train eval run=RUN protocol=rank tasks=[task] ...``: the run's adapter, base model and
    whole data configuration (so the prompts are the training prompts and the test fold is the run's);
    every candidate of every test-fold instance scored by its log-likelihood, so each prediction is a full
    ranking (a separate process, so a vLLM engine's GPU memory is freed between runs).
 
-Logs go to ``RUN/train.log`` and ``RUN/rank_eval.log``. The record holds the ranked predictions in the
+Logs go beside the run folder (``RUN.train.log``, ``RUN.rank_eval.log``: the run folder is the training's own).
+The record holds the ranked predictions in the
 classifier runs' format, so the same statistics, tables and plots apply.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
@@ -28,8 +29,13 @@ from pathlib import Path
 from typing import Any
 
 from ..classifiers.classifier import LabelSpace
+from ..io import read_json
 from ..settings import find_yaml
 from .config import CompareConfig
+
+# What a run's record reads from the training's provenance and the rank evaluation's results.
+RUN_PROVENANCE = {"adapter": str, "manifest_hash": str, "data": dict}
+RANK_RESULTS = {"records": list, "prediction_hash": str, "backend": dict}
 
 def balance_overrides(strategy_name: str) -> list[str]:
     """The training override that makes the recipe train under ``strategy_name`` (the same name train takes)."""
@@ -37,7 +43,7 @@ def balance_overrides(strategy_name: str) -> list[str]:
 
 
 def training_command(config: CompareConfig, strategy: str, fold: int, seed: int, run_dir: Path) -> list[str]:
-    launch = [sys.executable, "-m", "accelerate.commands.launch"]
+    launch = [sys.executable, "-m", "rescue_train", "launch"]
     if config.launch.config_file:
         launch += ["--config_file", str(find_yaml(config.launch.config_file, "configs/accelerate", "accelerate config"))]
     overrides = list(config.training)
@@ -56,6 +62,11 @@ def rank_command(config: CompareConfig, run_dir: Path, eval_dir: Path) -> list[s
             f"backend={config.rank.backend}", f"batch_size={config.rank.batch_size}",
             f"rank_score={config.rank.rank_score}", "bertscore=none", "judge=none", "progress=false",
             f"output_dir={eval_dir}", *map(str, config.rank.args)]
+
+
+def log_of(run_dir: Path, step: str) -> Path:
+    """Where a run's step logs: beside the run folder, which the training command makes and owns."""
+    return run_dir.with_name(f"{run_dir.name}.{step}.log")
 
 
 def _call(command: list[str], log: Path, what: str) -> None:
@@ -82,16 +93,16 @@ def run_lora(config: CompareConfig, splits: dict, space: LabelSpace, strategy: s
              work_dir: Path) -> dict[str, Any]:
     """Train and rank one (strategy, fold, seed) of a LoRA comparison; returns the JSON-ready run record."""
     run_dir = (work_dir / strategy / f"fold{fold}_seed{seed}").resolve()
-    run_dir.mkdir(parents=True, exist_ok=True)
+    run_dir.parent.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    _call(training_command(config, strategy, fold, seed, run_dir), run_dir / "train.log",
+    _call(training_command(config, strategy, fold, seed, run_dir), log_of(run_dir, "train"),
           f"training run {strategy} fold {fold} seed {seed}")
     trained = time.time()
-    provenance = json.loads((run_dir / "provenance.json").read_text())
+    provenance = read_json(run_dir / "provenance.json", RUN_PROVENANCE, "a training run's provenance")
     eval_dir = run_dir / "rank_eval"
-    _call(rank_command(config, run_dir, eval_dir), run_dir / "rank_eval.log",
+    _call(rank_command(config, run_dir, eval_dir), log_of(run_dir, "rank_eval"),
           f"rank evaluation of {strategy} fold {fold} seed {seed}")
-    results = json.loads((eval_dir / "results.json").read_text())
+    results = read_json(eval_dir / "results.json", RANK_RESULTS, "an evaluation's results")
     records = results["records"]
     _check_test_fold(records, splits, run_dir)
     if not config.launch.keep_checkpoints:
