@@ -242,12 +242,17 @@ def _refusal(folder: Path, lock: Path, holder: dict[str, Any]) -> FolderInUse:
 
 @contextmanager
 def folder_lock(folder: Path, command: str, lock: Path | None = None) -> Iterator[None]:
-    """Hold ``lock`` (``folder/.rescue-train.lock`` unless given) while the block runs."""
+    """Hold ``lock`` (``folder/.rescue-train.lock`` unless given) while the block runs; a block inside another
+    that holds it already (a command and the library call it makes) runs under the outer lock."""
     folder = Path(folder)
     lock = lock or folder / LOCK
     me = {"pid": os.getpid(), "host": socket.gethostname(), "command": command,
           "started": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
           "pid_start": _process_start(os.getpid())}
+    held = _read_holder(lock)
+    if held and all(held.get(k) == me[k] for k in ("pid", "host", "pid_start")):
+        yield
+        return
     draft = lock.with_name(f"{lock.name}.{os.getpid()}.tmp")
     write_json_atomic(draft, me)
     try:
@@ -278,7 +283,7 @@ def folder_lock(folder: Path, command: str, lock: Path | None = None) -> Iterato
         yield
     finally:
         held = _read_holder(lock)
-        if held and held.get("pid") == me["pid"] and held.get("host") == me["host"]:
+        if held and all(held.get(k) == me[k] for k in ("pid", "host", "pid_start")):
             lock.unlink(missing_ok=True)
 
 

@@ -66,13 +66,15 @@ class EvalConfig(ApiOptions, EngineOptions):
         "structured outputs where the backend has them (vllm; json mode for openai)"))
     rank_score: str = field(default="sum", metadata=meaning("sum = log P(answer and end of turn); mean = per token"))
     progress: bool = field(default=True, metadata=meaning("progress bars"))
+    allow_empty_answers: bool = field(default=False, metadata=meaning(
+        "score a run even when most server answers were empty (they count as failures, reason empty)"))
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     bertscore: BertScoreConfig = field(default_factory=BertScoreConfig)
 
 
 # Keys that change how fast a run goes, not what it computes: left out of the run hash.
 RUNTIME_KEYS = ("output_dir", "overwrite", "batch_size", "chunk", "progress", "concurrency", "max_retries",
-                "timeout", "token_param", "gpu_memory_utilization", "include_base", "adapter")
+                "timeout", "token_param", "gpu_memory_utilization", "include_base", "adapter", "allow_empty_answers")
 
 
 def _repeated(argv: list[str], keys: tuple[str, ...]) -> list[str]:

@@ -86,7 +86,9 @@ class VLLMBackend(Backend):
         return LoRARequest(adapter, self._lora_ids[adapter], self.adapters[adapter])
 
     def generate(self, prompts: Sequence[Messages], *, max_new_tokens: Sequence[int],
-                 constraints: Sequence[dict[str, Any] | None] | None = None, adapter: str | None = None) -> list[str]:
+                 constraints: Sequence[dict[str, Any] | None] | None = None, adapter: str | None = None,
+                 on_answers=None) -> list[str]:
+        """vLLM answers the whole call at once: ``on_answers`` hears of every answer when it returns."""
         from vllm import SamplingParams, TokensPrompt
         from vllm.sampling_params import StructuredOutputsParams
 
@@ -97,7 +99,10 @@ class VLLMBackend(Backend):
                   for n, c in zip(max_new_tokens, constraints)]
         outputs = self.llm.generate(inputs, params, lora_request=self._lora(adapter), use_tqdm=self.progress)
         # Decoded by the same code as the hf backend (vLLM's own text holds back incomplete UTF-8 bytes).
-        return [self.encoder.decode(o.outputs[0].token_ids) for o in outputs]
+        texts = [self.encoder.decode(o.outputs[0].token_ids) for o in outputs]
+        if on_answers is not None:
+            on_answers(list(enumerate(texts)))
+        return texts
 
     def loglikelihood(self, requests: Sequence[tuple[Messages, Sequence[str]]], *,
                       adapter: str | None = None) -> list[list[Scored]]:

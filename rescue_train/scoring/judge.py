@@ -26,6 +26,7 @@ from typing import Any, Optional, Sequence
 
 from ..inference import (
     ApiOptions,
+    Arrivals,
     Backend,
     BackendError,
     BackendSpec,
@@ -134,9 +135,11 @@ def parse(task: str, text: str, vp_scale: str) -> dict[str, Any]:
 
 
 def rubric_verdict(chosen: Rubric, answer: Completion) -> dict[str, Any]:
-    """The parsed verdict of one judge answer; a refused or cut-short answer is a failed verdict."""
+    """The parsed verdict of one judge answer; a refused, empty or cut-short answer is a failed verdict."""
     if answer.refusal:
         return {"judge_score": None, "judge_status": "failed", "judge_error": f"refused: {answer.refusal}"}
+    if answer.empty:
+        return {"judge_score": None, "judge_status": "failed", "judge_error": "empty"}
     parsed = read_score(chosen, answer.text)
     if parsed["judge_status"] != "ok" and (answer.finish_reason == "length" or unfinished_reasoning(answer.text)):
         parsed["judge_error"] = "truncated"
@@ -170,11 +173,11 @@ class JudgeCache:
     def get(self, key: str) -> Completion | None:
         entry = self.entries.get(key)
         return None if entry is None else Completion(entry["raw"], entry.get("finish_reason"), entry.get("usage"),
-                                                     entry.get("refusal"))
+                                                     entry.get("refusal"), bool(entry.get("empty")))
 
     def put(self, model: str, answers: Sequence[tuple[str, Completion]]) -> None:
         new = [{"key": key, "judge_model": model, "raw": a.text, "finish_reason": a.finish_reason,
-                "usage": a.usage, "refusal": a.refusal}
+                "usage": a.usage, "refusal": a.refusal, "empty": a.empty}
                for key, a in answers if a.finish_reason != "length" and key not in self.entries]
         self.entries.update((e["key"], e) for e in new)
         if new and self.path is not None:
@@ -210,16 +213,21 @@ class Judge:
         cached = {ik for ik, a in answers.items() if a is not None}
         asked = [ik for ik in prompts if ik not in cached]
         if asked:
+            def arrived(verdicts) -> None:  # cached as they arrive: a kill pays for none of them again
+                now = [(asked[k], as_completion(text)) for k, text in verdicts]
+                answers.update(now)
+                self.cache.put(self.model, [(keys[ik], answer) for ik, answer in now])
+
+            arrivals = Arrivals(arrived)
             try:
                 texts = self.backend.generate(
                     [prompts[ik] for ik in asked], max_new_tokens=[self.max_new_tokens] * len(asked),
-                    constraints=[{"json": rubric_schema(checks[ik].rubric)} for ik in asked])
+                    constraints=[{"json": rubric_schema(checks[ik].rubric)} for ik in asked], on_answers=arrivals)
             except BackendError as stop:
-                self.cache.put(self.model, [(keys[ik], a) for ik, a in zip(asked, stop.partial) if a is not None])
+                arrivals.rest(stop.partial)
                 stop.where = f"judging {records[asked[stop.index][0]]['id']}" if stop.index is not None else "judge"
                 raise
-            answers.update((ik, as_completion(t)) for ik, t in zip(asked, texts))
-            self.cache.put(self.model, [(keys[ik], answers[ik]) for ik in asked])
+            arrivals.rest(texts)
         for (i, k), answer in answers.items():
             check = checks[(i, k)]
             lines[i].update(_prefixed({**rubric_verdict(check.rubric, answer), "judge_raw": answer.text,

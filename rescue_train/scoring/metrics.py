@@ -285,6 +285,7 @@ def aggregate(task: str, records: Sequence[dict], label_spaces: dict[str, Sequen
         metrics["parse_failures"] = sum(r.get("parse_status") != "ok" for r in chosen)
         metrics["truncated"] = sum(r.get("parse_error") == "truncated" for r in chosen)
         metrics["refused"] = sum(str(r.get("parse_error") or "").startswith("refused") for r in chosen)
+        metrics["empty"] = sum(r.get("parse_error") == "empty" for r in chosen)
         out[scope] = metrics
     return out
 
