@@ -75,7 +75,8 @@ def check_record(record: Any, fields: Mapping[str, Any], where: str, what: str) 
     """Stop with ``where: ...`` unless ``record`` is an object holding every key of ``fields`` with a value of
     its type (``object``: any value; a tuple: any of those types; numbers are never booleans)."""
     if not isinstance(record, dict):
-        raise ValueError(f"{where}: expected {what} (an object with {', '.join(fields)}), got {_shown(record)}")
+        holding = f" with {', '.join(fields)}" if fields else ""
+        raise ValueError(f"{where}: expected {what} (an object{holding}), got {_shown(record)}")
     missing = [key for key in fields if key not in record]
     if missing:
         raise ValueError(f"{where}: {what} lacks {', '.join(repr(k) for k in missing)}")
@@ -113,6 +114,16 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, Any]]:
             yield number, json.loads(line)
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+
+
+def read_records(path: str | Path, fields: Mapping[str, Any], what: str = "a record") -> list[dict]:
+    """The records of a JSONL file someone gave us (never rewritten): broken JSON, or a record not of the shape
+    ``fields`` gives, stops with the file and line."""
+    records = []
+    for number, record in iter_jsonl(path):
+        check_record(record, fields, f"{path}:{number}", what)
+        records.append(record)
+    return records
 
 
 def read_jsonl(path: Path, fields: Mapping[str, Any] | None = None, what: str = "a record") -> list[dict]:

@@ -162,6 +162,8 @@ def test_every_numeric_key_of_every_command_has_a_range_that_help_shows(capsys):
     (["train", "recipe=rpp_cls", "torch.steps=0"], "torch.steps=0: expected >= 1"),
     (["compare", "recipe=rpp_cls", "seeds=[0,-1]"], "seeds=[0, -1]: expected >= 0"),
     (["compare", "recipe=ssp_lora", "train.grad_accum=0"], "train.grad_accum=0: expected >= 1"),
+    (["compare", "recipe=rpp_cls", "evaluation.permutations=0"], "evaluation.permutations=0: expected >= 1"),
+    (["compare", "recipe=rpp_cls", "evaluation.bootstrap=-1"], "evaluation.bootstrap=-1: expected >= 0"),
     (["baselines", "bundled", "--test-fold", "-1"], "data.test_fold=-1: expected >= 0"),
     (["convert", "bundled", "--output-dir", "x", "--folds", "1"], "data.folds=1: expected >= 2"),
 ])

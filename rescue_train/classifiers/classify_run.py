@@ -100,6 +100,7 @@ def prepare_data(config, out: Path):
     from ..convert import ConvertConfig, convert
     from ..data.config import plain
     from ..data.splits import SplitManifest
+    from ..io import read_json
 
     data_dir = Path(config.data.converted) if config.data.converted else out / "data"
     if not config.data.converted and not (data_dir / config.task / "cls").exists():
@@ -108,7 +109,7 @@ def prepare_data(config, out: Path):
     if manifest.scheme != "kfold":
         raise ValueError(f"{data_dir}: classifiers need a k-fold split manifest, found scheme {manifest.scheme!r}")
     meta_path = data_dir / "convert_meta.json"
-    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    meta = read_json(meta_path, {}, "a conversion's metadata") if meta_path.exists() else {}
     return load_cls_rows(data_dir, config.task), manifest, data_dir, meta
 
 

@@ -24,9 +24,9 @@ LEARNERS = ("sklearn", "torch", "lora")
 
 @dataclass
 class EvalSettings:
-    bootstrap: int = field(default=1000, metadata=meaning("bootstrap resamples of units", low=100))
+    bootstrap: int = field(default=1000, metadata=meaning("bootstrap resamples of units (0: no intervals)", low=0))
     permutations: int = field(default=1000, metadata=meaning(
-        "paired permutation test: exact over all 2^u unit swaps when 2^u <= this, else draws", low=100))
+        "paired permutation test: exact over all 2^u unit swaps when 2^u <= this, else draws", low=1))
     confidence: float = field(default=0.95, metadata=meaning("interval level", above=0, below=1))
     head_share: float = field(default=0.20, metadata=meaning(
         "a class is \"head\" when it is >= 20% of its scenario's training instances,", above=0, below=1))

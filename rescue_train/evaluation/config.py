@@ -9,7 +9,6 @@ explicit ``data.*`` override that differs from the run is kept, with a warning n
 
 from __future__ import annotations
 
-import json
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any, Optional, Sequence
 from ..data.config import DataConfig, from_mapping
 from ..inference import BACKENDS
 from ..inference.options import ApiOptions, EngineOptions, check_api, reasons
+from ..io import read_json
 from ..scoring.bertscore import BertScoreConfig
 from ..scoring.judge import VP_SCALES, JudgeConfig
 from ..settings import ConfigError, as_list, compose, dotlist, find_yaml, meaning, read_yaml
@@ -120,7 +120,7 @@ def inherited(runs: list[str], cli: dict) -> dict:
         if not (folder / "config.yaml").is_file() or not (folder / "provenance.json").is_file():
             raise ConfigError(f"run={entry}: not a training run folder (config.yaml and provenance.json expected)")
         saved = read_yaml(folder / "config.yaml")
-        provenance = json.loads((folder / "provenance.json").read_text())
+        provenance = read_json(folder / "provenance.json", {}, "a training run's provenance")
         data = from_mapping(saved.get("data", {}))
         manifest = provenance.get("split_manifest")
         if manifest:

@@ -33,7 +33,7 @@ from ..io import append_jsonl, output_folder, own_folder, read_json, read_jsonl,
 from ..provenance import config_hash, git_commit, versions
 from ..scoring.judge import judge_budget, make_judge_backend
 from ..scoring.metric_uncertainty import result_uncertainty
-from ..scoring.metrics import aggregate, table5_row, task_labels
+from ..scoring.metrics import RECORD_FIELDS, aggregate, table5_row, task_labels
 from ..settings import flatten
 from ..tasks import TASKS, Instance, build
 from .config import RUNTIME_KEYS, EvalConfig, budget_override, to_dict
@@ -43,9 +43,9 @@ from .usage import print_estimate, usage_totals
 
 RESULTS_FORMAT = "rescue-train/eval-results/v1"
 DEFAULT_CHUNK = {"hf": None, "vllm": 1024, "openai": 64}
-# What a record read back must hold: the metrics, the judge, the report and the audit read these keys.
-PREDICTION_FIELDS = {"id": str, "task": str, "scenario": str, "unit": str, "sample_id": str, "gold": object,
-                     "prediction": object, "parse_status": str, "scores": dict}
+# What the evaluator's records hold, read back: the metrics', and what the judge, the report and the audit read.
+PREDICTION_FIELDS = {**RECORD_FIELDS, "id": str, "unit": str, "sample_id": str, "parse_status": str,
+                     "scores": dict}
 SCORE_FIELDS = {"id": str}
 RUN_FILES = ("run.json",)  # what marks a run folder made before output folders carried their marker
 

@@ -11,12 +11,12 @@ Scripts that start the engine need an ``if __name__ == "__main__":`` guard: its 
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, Sequence
 
 from ..devices import release_memory
+from ..io import read_json
 from .base import Backend, ChatEncoder, Messages, Scored
 
 # LoRA ranks vLLM accepts for max_lora_rank.
@@ -24,7 +24,7 @@ _LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
 def lora_rank(adapter_dir: str) -> int:
-    config = json.loads((Path(adapter_dir) / "adapter_config.json").read_text())
+    config = read_json(Path(adapter_dir) / "adapter_config.json", {}, "a PEFT adapter config")
     ranks = [config.get("r", 8), *(config.get("rank_pattern") or {}).values()]
     return max(ranks)
 
