@@ -3,24 +3,25 @@
 The run is one :class:`~rescue_train.executor.Job` of two steps, each a subprocess and a public entry point
 (the executor runs it on this machine or as a SLURM job, see ``launch.*``):
 
-1. ``python -m accelerate.commands.launch [--config_file F] [launch.args] -m rescue_train train recipe=R
+1. ``python -m rescue_train launch [--config_file F] [launch.args] -m rescue_train train recipe=R
    <training overrides> seed=S data.test_fold=F balance.strategy=S output_dir=RUN``
-   (``accelerate launch``, so whatever accelerate config the user gives applies; ``resume=auto`` continues
-   an interrupted run from its last checkpoint);
+   (``accelerate launch`` through ``rescue-train launch``, so whatever accelerate config the user gives applies
+   and a failure ends with the training's own status; ``resume=auto`` continues an interrupted run from its
+   last checkpoint, and a finished run is left as it is);
 2. ``python -m rescue_train eval run=RUN protocol=rank tasks=[task] ...``: the run's adapter, base model and
    whole data configuration (so the prompts are the training prompts and the test fold is the run's);
    every candidate of every test-fold instance scored by its log-likelihood, so each prediction is a full
    ranking (a separate process, so a vLLM engine's GPU memory is freed between runs).
 
-Logs go to ``RUN/train.log`` and ``RUN/rank_eval.log``. A finished training (``provenance.json`` says so) is not
-repeated when the job runs again. Once the job is done, :func:`lora_record` reads what it left into the record,
-which holds the ranked predictions in the classifier runs' format, so the same statistics, tables and plots apply.
-:func:`lora_job` and :func:`lora_record` are the two halves any experiment of LoRA runs uses.
+Logs go beside the run folder (``RUN.train.log``, ``RUN.rank_eval.log``: the run folder is the training's own,
+which it marks and locks). A finished training (``provenance.json`` says so) is not repeated when the job runs
+again. Once the job is done, :func:`lora_record` reads what it left into the record, which holds the ranked
+predictions in the classifier runs' format, so the same statistics, tables and plots apply. :func:`lora_job` and
+:func:`lora_record` are the two halves any experiment of LoRA runs uses.
 """
 
 from __future__ import annotations
 
-import json
 import shlex
 import shutil
 import sys
@@ -30,8 +31,13 @@ from typing import Any
 
 from ..classifiers.classifier import LabelSpace
 from ..executor import Job, Outcome, Step
+from ..io import read_json
 from ..settings import find_yaml
 from .config import CompareConfig
+
+# What a run's record reads from the training's provenance and the rank evaluation's results.
+RUN_PROVENANCE = {"adapter": str, "manifest_hash": str, "data": dict}
+RANK_RESULTS = {"records": list, "prediction_hash": str, "backend": dict}
 
 def balance_overrides(strategy_name: str) -> list[str]:
     """The training override that makes the recipe train under ``strategy_name`` (the same name train takes)."""
@@ -39,7 +45,7 @@ def balance_overrides(strategy_name: str) -> list[str]:
 
 
 def training_command(config: CompareConfig, strategy: str, fold: int, seed: int, run_dir: Path) -> list[str]:
-    launch = [sys.executable, "-m", "accelerate.commands.launch"]
+    launch = [sys.executable, "-m", "rescue_train", "launch"]
     if config.launch.config_file:
         launch += ["--config_file", str(find_yaml(config.launch.config_file, "configs/accelerate", "accelerate config"))]
     overrides = list(config.training)
@@ -77,7 +83,7 @@ def problems(config: CompareConfig) -> list[str]:
 def training_finished(run_dir: Path) -> bool:
     """Whether ``run_dir`` holds a finished training run (its provenance says so; a killed one says running)."""
     try:
-        return json.loads((run_dir / "provenance.json").read_text()).get("status") == "finished"
+        return read_json(run_dir / "provenance.json", {}, "a training run's provenance").get("status") == "finished"
     except (OSError, ValueError):
         return False
 
@@ -86,13 +92,18 @@ def run_folder(work_dir: Path, strategy: str, fold: int, seed: int) -> Path:
     return (work_dir / strategy / f"fold{fold}_seed{seed}").resolve()
 
 
+def log_of(run_dir: Path, step: str) -> Path:
+    """Where a run's step logs: beside the run folder, which the training command makes and owns."""
+    return run_dir.with_name(f"{run_dir.name}.{step}.log")
+
+
 def lora_job(config: CompareConfig, strategy: str, fold: int, seed: int, work_dir: Path, record: Path) -> Job:
     """The job of one (strategy, fold, seed): train, then rank the test fold; done once ``record`` exists."""
     run_dir = run_folder(work_dir, strategy, fold, seed)
     return Job(f"{strategy}/fold{fold}_seed{seed}", [
-        Step(training_command(config, strategy, fold, seed, run_dir), run_dir / "train.log",
+        Step(training_command(config, strategy, fold, seed, run_dir), log_of(run_dir, "train"),
              done=partial(training_finished, run_dir)),
-        Step(rank_command(config, run_dir, run_dir / "rank_eval"), run_dir / "rank_eval.log"),
+        Step(rank_command(config, run_dir, run_dir / "rank_eval"), log_of(run_dir, "rank_eval")),
     ], done=record.exists)
 
 
@@ -110,9 +121,9 @@ def lora_record(config: CompareConfig, splits: dict, space: LabelSpace, strategy
                 work_dir: Path, outcome: Outcome) -> dict[str, Any]:
     """The JSON-ready record of one finished (strategy, fold, seed) job: what its two steps left in its run folder."""
     run_dir = run_folder(work_dir, strategy, fold, seed)
-    provenance = json.loads((run_dir / "provenance.json").read_text())
+    provenance = read_json(run_dir / "provenance.json", RUN_PROVENANCE, "a training run's provenance")
     eval_dir = run_dir / "rank_eval"
-    results = json.loads((eval_dir / "results.json").read_text())
+    results = read_json(eval_dir / "results.json", RANK_RESULTS, "an evaluation's results")
     records = results["records"]
     _check_test_fold(records, splits, run_dir)
     if not config.launch.keep_checkpoints:

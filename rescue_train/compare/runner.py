@@ -16,6 +16,9 @@ from .config import CompareConfig, run_settings
 from .report import markdown, plots
 from .stats import summarise
 
+# What a run's record (OUT/runs/<strategy>/fold<F>_seed<S>.json) must hold to be read back.
+RUN_RECORD_FIELDS = {"run_hash": str, "strategy": str, "fold": int, "seed": int, "seconds": (int, float),
+                     "train_counts": dict, "predictions": list}
 STATS_NOTE = {"interval": "percentile bootstrap over units",
               "test": "paired permutation test over units (scipy.stats.permutation_test, permutation_type='samples': "
                       "swap the two strategies' predictions unit by unit), two-sided; exact over all 2^u swap "
@@ -74,6 +77,8 @@ def run_all(config: CompareConfig, out: Path, rows, manifest, space: LabelSpace,
     training the first run when none is finished, so the estimate comes from a real run)."""
     from tqdm.auto import tqdm
 
+    from ..io import read_json
+
     folds = config.test_folds if config.test_folds is not None else list(range(manifest.k))
     jobs = [(s, f, seed) for s in config.strategies for f in folds for seed in config.seeds]
     path_of = {job: out / "runs" / job[0] / f"fold{job[1]}_seed{job[2]}.json" for job in jobs}
@@ -87,14 +92,14 @@ def run_all(config: CompareConfig, out: Path, rows, manifest, space: LabelSpace,
         strategy, fold, seed = job
         path = path_of[job]
         if path.exists():
-            record = json.loads(path.read_text())
+            record = read_json(path, RUN_RECORD_FIELDS, "a comparison run's record")
             if record.get("run_hash") != run_hash:
                 raise ValueError(f"{path} was made with other settings (hash {record.get('run_hash')}, now "
                                  f"{run_hash}); use another output_dir")
         else:
             splits = fold_data(rows, manifest, space, fold)
             _store(run_one(config, splits, space, strategy, fold, seed, out / "work", cache), path, manifest, run_hash)
-            record = json.loads(path.read_text())
+            record = read_json(path, RUN_RECORD_FIELDS, "a comparison run's record")
         records.append(record)
     if config.dry_run:
         return _estimate(records, len(path_of), sum(not path_of[job].exists() for job in path_of))
@@ -103,14 +108,14 @@ def run_all(config: CompareConfig, out: Path, rows, manifest, space: LabelSpace,
 
 def check_settings(config: CompareConfig, out: Path) -> str:
     """The run hash; refuses a folder holding a comparison made with other settings."""
-    from ..io import write_json_atomic
+    from ..io import read_json, write_json_atomic
     from ..provenance import config_hash
 
     settings = run_settings(config)
     run_hash = config_hash(settings)
     stamp = out / "compare_config.json"
     if stamp.exists():
-        previous = json.loads(stamp.read_text())
+        previous = read_json(stamp, {"run_hash": str, "settings": dict}, "a comparison's settings")
         if previous["run_hash"] != run_hash:
             changed = sorted(k for k in settings if previous["settings"].get(k) != json.loads(
                 json.dumps(settings[k], default=str)))

@@ -8,7 +8,6 @@ given, the base model comes from the run's provenance or the adapter's own confi
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 from ..inference import ApiOptions, BackendSpec, EngineOptions
 from ..inference.factory import local_model
 from ..inference.options import pick
+from ..io import read_json
 from ..provenance import unfinished_training_run
 from ..settings import as_list
 from .config import EvalConfig
@@ -38,7 +38,7 @@ def find_adapter(folder: Path) -> tuple[Path, dict[str, Any]]:
     if not folder.is_dir():
         raise ValueError(f"adapter {folder}: no such folder")
     provenance_file = folder / "provenance.json"
-    provenance = json.loads(provenance_file.read_text()) if provenance_file.exists() else {}
+    provenance = read_json(provenance_file, {}, "a training run's provenance") if provenance_file.exists() else {}
     unfinished_training_run(folder, provenance)
     if (folder / "adapter_config.json").exists():
         return folder, provenance
@@ -55,7 +55,7 @@ def _base_of(adapter_dir: Path, provenance: dict[str, Any]) -> str | None:
     for key in ("base_model", "model"):
         if isinstance(provenance.get(key), str):
             return provenance[key]
-    config = json.loads((adapter_dir / "adapter_config.json").read_text())
+    config = read_json(adapter_dir / "adapter_config.json", {}, "a PEFT adapter config")
     return config.get("base_model_name_or_path")
 
 

@@ -4,8 +4,10 @@ A run folder holds:
 
 * ``run.json`` – the run's identity: the hash of everything that decides the predictions (config, model,
   adapter weights, data fingerprint, split manifest) and the hash of the scoring settings (judge, BERTScore);
-* ``predictions.jsonl`` – one prediction record per finished instance, appended and fsynced chunk by chunk;
-* ``scores.jsonl`` – judge and BERTScore results per instance, appended the same way;
+* ``predictions.jsonl`` – one prediction record per finished instance, appended and fsynced as it arrives
+  (an API answer at once, a local batch when it is done);
+* ``scores.jsonl`` – judge and BERTScore results per instance, appended chunk by chunk (the judge's verdicts
+  are cached in ``judge_cache.jsonl`` as they arrive);
 * ``results.json`` – the final document (written atomically).
 
 A killed run resumes from the two jsonl files without recomputing finished instances; a torn last line
@@ -17,7 +19,8 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
+import warnings
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -25,12 +28,13 @@ from typing import Any, Iterable
 from ..data import load_benchmark
 from ..data.splits import SplitManifest, assign_units, check_leakage, make_manifest
 from ..executor import executor_info
-from ..inference import BackendError, make_backend
-from ..io import append_jsonl, read_jsonl, write_json_atomic
+from ..inference import make_backend
+from ..inference.factory import check_model
+from ..io import append_jsonl, output_folder, own_folder, read_json, read_jsonl, write_json_atomic
 from ..provenance import config_hash, git_commit, versions
 from ..scoring.judge import judge_budget, judge_retries, make_judge_backend, needs_judging
 from ..scoring.metric_uncertainty import result_uncertainty
-from ..scoring.metrics import aggregate, table5_row, task_labels
+from ..scoring.metrics import RECORD_FIELDS, aggregate, table5_row, task_labels
 from ..settings import flatten
 from ..tasks import TASKS, Instance, build
 from .config import RUNTIME_KEYS, EvalConfig, budget_override, to_dict
@@ -40,6 +44,15 @@ from .usage import print_estimate, usage_totals
 
 RESULTS_FORMAT = "rescue-train/eval-results/v1"
 DEFAULT_CHUNK = {"hf": None, "vllm": 1024, "openai": 64}
+# What the evaluator's records hold, read back: the metrics', and what the judge, the report and the audit read.
+PREDICTION_FIELDS = {**RECORD_FIELDS, "id": str, "unit": str, "sample_id": str, "parse_status": str,
+                     "scores": dict}
+SCORE_FIELDS = {"id": str}
+RUN_FILES = ("run.json",)  # what marks a run folder made before output folders carried their marker
+
+
+class EmptyAnswers(ValueError):
+    """Most of a run's server answers were empty: its scores would measure the server, not the model."""
 
 
 @dataclass
@@ -153,7 +166,7 @@ class RunFolder:
         path.mkdir(parents=True, exist_ok=True)
         run_file = path / "run.json"
         if run_file.exists():
-            known = json.loads(run_file.read_text())
+            known = read_json(run_file, {"prediction_hash": str}, "an evaluation's run.json")
             if known.get("prediction_hash") != prediction_hash:
                 if not overwrite:
                     differ = differing_keys(known.get("identity") or {}, identity or {}) if known.get("identity") \
@@ -172,11 +185,11 @@ class RunFolder:
                                      "scoring_hash": scoring_hash, "identity": identity})
 
     def done_predictions(self) -> dict[str, dict]:
-        return {r["id"]: r for r in read_jsonl(self.predictions)}
+        return {r["id"]: r for r in read_jsonl(self.predictions, PREDICTION_FIELDS, "a prediction record")}
 
     def done_scores(self) -> dict[str, dict]:
         merged: dict[str, dict] = {}
-        for line in read_jsonl(self.scores):
+        for line in read_jsonl(self.scores, SCORE_FIELDS, "a score line"):
             merged.setdefault(line["id"], {}).update({k: v for k, v in line.items() if k != "id"})
         return merged
 
@@ -209,7 +222,8 @@ class LazyBackend:
         saved = folder / "backend.json"
         if self.backend is not None:
             write_json_atomic(saved, self.backend.describe())
-        return json.loads(saved.read_text()) if saved.exists() else {"backend": self.cfg.backend}
+        return read_json(saved, {"backend": str}, "a backend description") if saved.exists() \
+            else {"backend": self.cfg.backend}
 
     def close(self) -> None:
         if self.owned and self.backend is not None:
@@ -237,18 +251,15 @@ def predict_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: Ev
     chunk = cfg.chunk or DEFAULT_CHUNK[cfg.backend] or cfg.batch_size
     print_estimate(cfg, todo, [i for task in cfg.tasks for i in data.instances[task]], done, folder)
     with _progress(len(todo), f"{variant.name}: predict", cfg.progress) as bar:
-        for part in _chunks(todo, chunk):
-            try:
-                records = predict(backend.get(), part, protocol=cfg.protocol, mode=cfg.data.mode,
-                                  answer_format=cfg.data.answer_format, adapter=variant.adapter,
-                                  max_tokens=budget_override(cfg), constrained=cfg.constrained,
-                                  rank_score=cfg.rank_score)
-            except BackendError as stop:  # keep what finished, so that the rerun resumes after it
-                append_jsonl(folder.predictions, stop.records)
-                raise
+        def keep(records: list[dict]) -> None:  # on disk as they arrive: a kill re-asks nothing that came back
             append_jsonl(folder.predictions, records)
             done.update((r["id"], r) for r in records)
-            bar.update(len(part))
+            bar.update(len(records))
+
+        for part in _chunks(todo, chunk):
+            predict(backend.get(), part, protocol=cfg.protocol, mode=cfg.data.mode,
+                    answer_format=cfg.data.answer_format, adapter=variant.adapter, max_tokens=budget_override(cfg),
+                    constrained=cfg.constrained, rank_score=cfg.rank_score, on_records=keep)
     return Predicted(identity, folder, done, backend.describe(folder.path))
 
 
@@ -275,7 +286,8 @@ def merge_shards(folder: RunFolder, prediction_hash: str) -> None:
             described = sorted(root.glob("shard*/backend.json"))
             if described:
                 write_json_atomic(folder.path / "backend.json",
-                                  {**json.loads(described[0].read_text()), "data_parallel": len(described)})
+                                  {**read_json(described[0], {}, "an engine's backend description"),
+                                   "data_parallel": len(described)})
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -498,7 +510,7 @@ def write_results(cfg, spec, variant, data, backend_info, identity, folder, reco
         "seed": cfg.seed,
         "data": {"source": data.source, "fingerprint": data.fingerprint, "notes": data.notes},
         "split": data.split,
-        "counts": {task: {scope: {k: agg[k] for k in ("n", "parse_failures", "truncated", "refused", "judge_failures")
+        "counts": {task: {scope: {k: agg[k] for k in ("n", "parse_failures", "truncated", "refused", "empty", "judge_failures")
                                   if k in agg}
                           for scope, agg in aggregates[task].items()} for task in cfg.tasks},
         "usage": usage_totals(records),
@@ -514,6 +526,21 @@ def write_results(cfg, spec, variant, data, backend_info, identity, folder, reco
     return results
 
 
+def check_empty_answers(cfg: EvalConfig, variant: Variant, records: list[dict]) -> None:
+    """Refuse to score a run where most generated answers came back empty from the server (a broken server or
+    model name, not the model's skill), unless ``allow_empty_answers``; warn about a few."""
+    asked = [r for r in records if r.get("raw") is not None]  # ranked records have no answer text
+    empty = sum(r.get("parse_error") == "empty" for r in asked)
+    if not empty:
+        return
+    what = (f"{variant.output}: the server answered nothing to {empty} of {len(asked)} prompts, even when asked "
+            f"again (max_retries={cfg.max_retries}); they count as parse failures with reason 'empty'")
+    if 2 * empty > len(asked) and not cfg.allow_empty_answers:
+        raise EmptyAnswers(f"{what}. Check the server (base_url, model); the answers are kept in predictions.jsonl: "
+                           "pass allow_empty_answers=true to score them, or delete that file to ask again")
+    warnings.warn(what, UserWarning, stacklevel=2)
+
+
 def run(cfg: EvalConfig, *, backend=None, judge_backend=None) -> list[dict]:
     """Evaluate every variant (base and/or adapters) of ``cfg``; returns the results documents.
     ``backend``/``judge_backend`` replace the configured ones (tests, or reuse of a started engine)."""
@@ -521,21 +548,32 @@ def run(cfg: EvalConfig, *, backend=None, judge_backend=None) -> list[dict]:
     if found:
         raise ValueError("; ".join(found))
     spec = resolve_model(cfg)
+    if backend is None and cfg.backend != "openai":  # before anything is written: a typo leaves no run folder
+        check_model(spec.model, "model")
+    if judge_backend is None and cfg.judge.backend in ("hf", "vllm"):
+        check_model(cfg.judge.model, "judge.model")
     if cfg.data.split == "none" and spec.run_dirs and not cfg.run:
         print("warning: data.split=none evaluates on the whole benchmark, including what the adapter was trained "
               "on; run=RUN_DIR evaluates on the run's held-out test fold with its prompts")
     data = load_instances(cfg)
-    lazy = LazyBackend(cfg, spec, backend)
     chosen = variants(cfg, spec)
-    try:
-        if cfg.data_parallel > 1 and backend is None:
-            predict_sharded(cfg, spec, chosen, data)
-        predicted = [(v, predict_variant(cfg, spec, v, data, lazy)) for v in chosen]
-    finally:
-        lazy.close()  # every prediction is made: free the device before a local judge model or engine starts
-    scorers = make_scorers(cfg, judge_backend)
-    try:
-        return [score_variant(cfg, spec, v, data, p, scorers) for v, p in predicted]
-    finally:
-        for scorer in scorers:
-            scorer.close()
+    with ExitStack() as held:  # one writer per run folder
+        if len(chosen) > 1:
+            own_folder(chosen[0].output.parent, "eval", [f"{v.output.name}/run.json" for v in chosen])
+        for variant in chosen:
+            held.enter_context(output_folder(variant.output, "eval", RUN_FILES))
+        lazy = LazyBackend(cfg, spec, backend)
+        try:
+            if cfg.data_parallel > 1 and backend is None:
+                predict_sharded(cfg, spec, chosen, data)
+            predicted = [(v, predict_variant(cfg, spec, v, data, lazy)) for v in chosen]
+        finally:
+            lazy.close()  # every prediction is made: free the device before a local judge model or engine starts
+        for variant, done in predicted:
+            check_empty_answers(cfg, variant, [done.records[i.id] for task in cfg.tasks for i in data.instances[task]])
+        scorers = make_scorers(cfg, judge_backend)
+        try:
+            return [score_variant(cfg, spec, v, data, p, scorers) for v, p in predicted]
+        finally:
+            for scorer in scorers:
+                scorer.close()

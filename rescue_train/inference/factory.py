@@ -8,7 +8,9 @@ import importlib.util
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from ..settings import ConfigError
 from .base import Backend
 from .options import ApiOptions, EngineOptions
 
@@ -26,6 +28,33 @@ class BackendSpec:
     batch_size: int = 8  # prompts per batch (hf)
     seed: int = 0  # sampling seed (vllm)
     progress: bool = True  # progress bars (vllm)
+
+
+def looks_local(name: str) -> bool:
+    """Whether a model name can only be a folder: a Hugging Face id is NAME or OWNER/NAME, never a path that
+    starts with ``/``, ``.`` or ``~`` or has more than one slash."""
+    return name.startswith(("/", ".", "~")) or name.count("/") > 1
+
+
+def check_model(name: str, key: str = "model") -> None:
+    """Refuse, naming ``key``, a model that is neither a folder here nor a model id the Hugging Face Hub (or its
+    local cache, offline) knows: checked before a command writes anything, so that a typo leaves no run
+    folder behind. A path-like name that does not exist is "no such folder"."""
+    if name == "tiny" or Path(name).expanduser().exists():
+        return
+    if looks_local(name):
+        raise ConfigError(f"{key}={name}: no such folder (current directory: {Path.cwd()})")
+    from huggingface_hub.errors import HFValidationError
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.from_pretrained(name)
+    except (OSError, HFValidationError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"{key}={name}: no such folder here, and no model of that name on the Hugging Face Hub "
+                          f"(or in its cache, offline): {first}") from None
+    except ValueError:  # a model transformers reads only with options (remote code): the loader will say
+        return
 
 
 def local_model(model: str) -> str:

@@ -51,8 +51,8 @@ def test_training_and_rank_commands(tmp_path):
                           "rank.backend=vllm", "rank.args=[max_model_len=4096]"])
     run_dir = tmp_path / "run"
     assert training_command(config, "sqrt_weights", 2, 1, run_dir) == [
-        sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(shipped("configs/accelerate") /
-                                                                                  "single_gpu.yaml"),
+        sys.executable, "-m", "rescue_train", "launch", "--config_file", str(shipped("configs/accelerate") /
+                                                                              "single_gpu.yaml"),
         "--gpu_ids", "all", "--main_process_port", "0", "--num_processes", "2",
         "--main_process_port", "0", "-m", "rescue_train", "train", "recipe=ssp_lora", "model=tiny",
         "data.context=3", "train.eval_steps=0", "seed=1", "data.test_fold=2", "balance.strategy=sqrt_weights",
@@ -133,7 +133,7 @@ def test_a_failed_lora_run_is_reported_with_its_logs_tail(tmp_path, capsys):
     error = capsys.readouterr().err
     assert "1 of 1 runs failed (the others are recorded; rerun the same command to retry the failed ones)" in error
     assert "none/fold0_seed0: step 1 of 2" in error and "no-such-launch-flag" in error
-    log = (out / "work" / "none" / "fold0_seed0" / "train.log").read_text()
+    log = (out / "work" / "none" / "fold0_seed0.train.log").read_text()
     assert log.startswith("$ ") and "--no-such-launch-flag" in log.splitlines()[-1]
     assert not (out / "runs" / "none" / "fold0_seed0.json").exists()
 
@@ -188,7 +188,7 @@ def test_lora_compare_tiny_two_strategies_two_folds_end_to_end(sequential, tmp_p
     first = record["predictions"][0]
     assert sorted(first["prediction"]) == sorted(first["label_scores"]) and first["parse_status"] == "ok"
     run_dir = out / "work" / "sqrt_sampling_sqrt_weights" / "fold1_seed0"
-    log = (run_dir / "train.log").read_text()
+    log = (run_dir.parent / "fold1_seed0.train.log").read_text()
     assert f"--config_file {CPU_CONFIG}" in log and "data.test_fold=1" in log
     assert (run_dir / "adapter" / "adapter_config.json").exists() and not (run_dir / "checkpoints").exists()
     provenance = json.loads((run_dir / "provenance.json").read_text())
@@ -199,6 +199,18 @@ def test_lora_compare_tiny_two_strategies_two_folds_end_to_end(sequential, tmp_p
     assert cli(["compare", *argv]) == 0
     assert (out / "runs" / "none" / "fold0_seed0.json").stat().st_mtime_ns == stamp
     assert json.loads((out / "results.json").read_text())["scopes"] == results["scopes"]
+    # Killed after a run finished training but before its record was written: the relaunched training leaves the
+    # finished run alone, and its rank evaluation resumes on the same adapter.
+    record_file = out / "runs" / "none" / "fold0_seed0.json"
+    recorded = json.loads(record_file.read_text())
+    adapter = (out / "work" / "none" / "fold0_seed0" / "adapter" / "adapter_model.safetensors").read_bytes()
+    record_file.unlink()
+    assert cli(["compare", *argv]) == 0
+    again = json.loads(record_file.read_text())
+    assert again["learner_info"]["rank_eval"] == recorded["learner_info"]["rank_eval"]
+    assert (out / "work" / "none" / "fold0_seed0" / "adapter" / "adapter_model.safetensors").read_bytes() == adapter
+    assert f"already finished: {out / 'work' / 'none' / 'fold0_seed0'}" in \
+        (out / "work" / "none" / "fold0_seed0.train.log").read_text()
     # Classifiers and LLMs in one table, each strategy tested against the `none` of its own kind.
     cls_argv = ["recipe=ssp_cls", "strategies=[inverse_freq]", "test_folds=[0,1]", f"output_dir={tmp_path / 'cls'}",
                 "evaluation.bootstrap=50", "evaluation.permutations=100", "plots=false"]
