@@ -112,7 +112,9 @@ def attention_masks(config, segment, position, dtype):
     """The custom 4D masks the decoder takes in place of a padding mask (transformers passes a 4D mask to the
     attention layers as it is): one mask, or for models that mix full and sliding-window layers (Gemma 3,
     Qwen2 with ``use_sliding_window``) one per kind of layer, keyed as ``config.layer_types`` names them.
-    SDPA takes boolean masks; eager attention adds the mask to its scores, so it gets 0 / dtype-min floats."""
+    The masks are added to the attention scores (0 where a key is seen, the dtype's minimum elsewhere): the
+    form eager attention needs, and on CPU faster than a boolean mask, which SDPA turns into that form again
+    in every layer."""
     import torch
 
     implementation = config._attn_implementation
@@ -123,10 +125,10 @@ def attention_masks(config, segment, position, dtype):
     kinds = set(getattr(config, "layer_types", None) or ["sliding_attention" if window else "full_attention"])
     if kinds - {"full_attention", "sliding_attention"}:
         raise ValueError(f"rank scoring knows full and sliding-window attention layers, not {sorted(kinds)}")
-    masks = {kind: visible(segment, position, window if kind == "sliding_attention" else None) for kind in kinds}
-    if implementation == "eager":
-        masks = {kind: torch.zeros(m.shape, dtype=dtype).masked_fill_(~m, torch.finfo(dtype).min)
-                 for kind, m in masks.items()}
+    masks = {}
+    for kind in kinds:
+        seen = visible(segment, position, window if kind == "sliding_attention" else None)
+        masks[kind] = torch.zeros(seen.shape, dtype=dtype).masked_fill_(~seen, torch.finfo(dtype).min)
     return masks if len(masks) > 1 else next(iter(masks.values()))
 
 
