@@ -101,11 +101,11 @@ def visible(segment, position, window: int | None = None):
 
     width = segment.shape[1]
     query, key = segment[:, :, None], segment[:, None, :]
-    column = torch.arange(width)
+    column = torch.arange(width, device=segment.device)
     sees = (column[:, None] >= column[None, :]) & (((key == 0) & (query >= 0)) | ((key == query) & (query > 0)))
     if window is not None:
         sees &= (position[:, :, None] - position[:, None, :]) < window
-    return (sees | torch.eye(width, dtype=torch.bool))[:, None]
+    return (sees | torch.eye(width, dtype=torch.bool, device=segment.device))[:, None]
 
 
 def attention_masks(config, segment, position, dtype):
@@ -128,7 +128,8 @@ def attention_masks(config, segment, position, dtype):
     masks = {}
     for kind in kinds:
         seen = visible(segment, position, window if kind == "sliding_attention" else None)
-        masks[kind] = torch.zeros(seen.shape, dtype=dtype).masked_fill_(~seen, torch.finfo(dtype).min)
+        masks[kind] = torch.zeros(seen.shape, dtype=dtype, device=seen.device).masked_fill_(
+            ~seen, torch.finfo(dtype).min)
     return masks if len(masks) > 1 else next(iter(masks.values()))
 
 
@@ -225,7 +226,8 @@ class HFBackend(Backend):
         a 4D attention mask that lets a candidate see the prompt and its own earlier tokens only, at positions
         that restart after the prompt for each candidate (:func:`candidate_layout`). One forward pass per batch
         scores every candidate with no KV cache and no copy of the prompt per candidate: the pass costs the
-        prompts plus the candidates' few tokens, in time and in memory (``scripts/bench_rank.py``)."""
+        prompts plus the candidates' few tokens, and the attention mask, which grows with the square of a
+        row's width (``scripts/bench_rank.py``)."""
         import torch
 
         encoded = [self.encoder.scoring_ids(messages, answers) for messages, answers in requests]
@@ -243,10 +245,10 @@ class HFBackend(Backend):
 
         layout = candidate_layout(items, self.encoder.tokenizer.pad_token_id)
         config = self.model.config.get_text_config()
-        masks = attention_masks(config, layout.segment, layout.position, self.torch_dtype)
-        hidden = self.model.get_decoder()(
-            input_ids=layout.ids.to(self.device), position_ids=layout.position.to(self.device),
-            attention_mask=_to(masks, self.device), use_cache=False).last_hidden_state
+        position = layout.position.to(self.device)
+        masks = attention_masks(config, layout.segment.to(self.device), position, self.torch_dtype)
+        hidden = self.model.get_decoder()(input_ids=layout.ids.to(self.device), position_ids=position,
+                                          attention_mask=masks, use_cache=False).last_hidden_state
         hidden = hidden.reshape(-1, hidden.shape[-1])
         source, slot, target = (t.to(self.device) for t in (layout.source, layout.slot, layout.target))
         head = self.model.get_output_embeddings()
@@ -268,7 +270,3 @@ class HFBackend(Backend):
             first = sum(map(len, scores))
             scores.append([Scored(totals[first + j].item(), len(c)) for j, c in enumerate(conts)])
         return scores
-
-
-def _to(masks, device):
-    return {kind: m.to(device) for kind, m in masks.items()} if isinstance(masks, dict) else masks.to(device)
