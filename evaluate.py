@@ -2,7 +2,7 @@
 
 import sys
 
-from rescue_train.cli.eval import main
+from rescue_train.cli import main
 
 if __name__ == "__main__":  # the guard matters: vLLM's workers re-import this module
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(["eval", *sys.argv[1:]]))

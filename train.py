@@ -2,7 +2,7 @@
 
 import sys
 
-from rescue_train.cli.train import main
+from rescue_train.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main(["train", *sys.argv[1:]]))

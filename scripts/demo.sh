@@ -20,7 +20,7 @@ echo "== 4. evaluate base model and adapter on the held-out fold (rank scoring, 
 rescue-train eval run="$OUT/ssp_lora" include_base=true tasks=[ssp,stp,rpp,itp] protocol=rank \
     bertscore=none output_dir="$OUT/eval"
 echo "== 5. report beside the paper's Table 5 / Table 11"
-rescue-train report "$OUT/eval/base" "$OUT/eval/ssp_lora" --out "$OUT/report"
+rescue-train report "$OUT/eval/base" "$OUT/eval/ssp_lora" --output-dir "$OUT/report"
 echo "== 6. trivial baselines on the same held-out fold"
 rescue-train baselines bundled --tasks itp rpp stp ssp --test-fold 0 | tail -12
 echo "Demo outputs are in $OUT/ (report: $OUT/report)."

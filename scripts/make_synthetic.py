@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run from a checkout without installing
     sys.path.insert(0, str(ROOT))
 
-from rescue_train.data.synthetic import BUNDLED_PATH, mini_benchmark, scaled_benchmark, write_jsonl  # noqa: E402
+from synthetic import BUNDLED_PATH, mini_benchmark, scaled_benchmark, write_jsonl  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -88,7 +88,7 @@ def test_convert_never_takes_over_a_folder_holding_something_else(tmp_path):
 
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(ValueError) as info:
-        convert(ConvertConfig(out=str(tmp_path), tasks=["itp"]))
+        convert(ConvertConfig(output_dir=str(tmp_path), tasks=["itp"]))
     assert str(info.value) == (f"{tmp_path}: a folder that is neither empty nor a `rescue-train convert` output (no "
                                f"convert_meta.json or split_manifest.json); choose a new or empty folder for --output-dir")
     assert tree(tmp_path) == {"notes.txt": b"mine"}
@@ -131,7 +131,7 @@ def test_a_killed_training_run_is_refused_until_it_is_resumed(tmp_path):
     assert str(info.value) == refusal
     merged = subprocess.run([sys.executable, "-m", "rescue_train", "merge", str(run_dir)], capture_output=True,
                             text=True)
-    assert (merged.returncode, merged.stderr) == (2, f"rescue-train: error: {refusal}\n")
+    assert (merged.returncode, merged.stderr) == (2, f"rescue-train merge: error: {refusal}\n")
     resumed = subprocess.run([*args, "train.max_steps=4"], capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert find_adapter(run_dir)[0] == run_dir / "adapter"

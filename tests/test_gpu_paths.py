@@ -9,13 +9,15 @@ from __future__ import annotations
 import gc
 import weakref
 
+from cli_helpers import command
 import pytest
 import torch
 
-from rescue_train.cli.train import main as train_main
 from rescue_train.inference.hf import HFBackend, resolve_dtype
 from rescue_train.sft.models import compute_dtype
 from rescue_train.tiny import tiny_model_path
+
+train_main = command("train")
 
 
 def _gpu(monkeypatch, *, count: int = 1, native_bf16: bool = True) -> None:

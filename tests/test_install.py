@@ -1,5 +1,6 @@
 """The recipes and config blocks ship inside the package: a non-editable install, used from a folder far from
-the checkout, trains with a shipped recipe and evaluates the run."""
+the checkout, finds recipes and blocks by name, trains with a shipped recipe and evaluates the run; the
+baselines install as rescue_train.baselines, with no top-level package of that generic name."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ def _run(args: list[str], cwd: Path, env: dict) -> str:
 @pytest.mark.slow
 def test_wheel_installed_elsewhere_trains_a_shipped_recipe_and_evaluates_it(tmp_path):
     source = tmp_path / "src"  # a copy, so that building leaves no build/ folder in the checkout
-    for name in ("rescue_train", "baselines"):
+    for name in ("rescue_train", "baselines", "recipes", "configs"):
         shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
@@ -37,8 +38,18 @@ def test_wheel_installed_elsewhere_trains_a_shipped_recipe_and_evaluates_it(tmp_
     work = tmp_path / "elsewhere"
     work.mkdir()
     env = {**os.environ, "PYTHONPATH": str(site)}
-    where = _run(["-c", "import rescue_train.settings as s; print(s.CONF_DIR)"], work, env).strip()
-    assert Path(where).is_relative_to(site) and (Path(where) / "recipes" / "ssp_lora.yaml").is_file()
+    where = _run(["-c", "import rescue_train.settings as s; print(s.shipped('recipes'), s.shipped('configs/model'))"],
+                 work, env).split()
+    assert [Path(w).relative_to(site) for w in where] == [Path("rescue_train/recipes"),
+                                                          Path("rescue_train/configs/model")]
+    assert {p.name for p in site.iterdir() if not p.name.endswith((".dist-info", ".egg-info"))} == {"rescue_train", "bin"}
+    _run(["-c", "import rescue_train.baselines.registry"], work, env)
+    out = _run(["-m", "rescue_train", "train", "recipe=rpp_lora", "model=qwen2.5-7b-instruct", "data=hub", "--cfg"],
+               work, env)
+    assert "path: Qwen/Qwen2.5-7B-Instruct" in out and "source: tomhu/relation_therapy" in out
+    out = _run(["-m", "rescue_train", "eval", "recipe=vllm_gpu", "model=tiny", "--cfg"], work, env)
+    assert "backend: vllm" in out
+    assert (site / "rescue_train" / "configs" / "accelerate" / "zero3.json").is_file()
     out = _run(["-m", "rescue_train", "train", "recipe=ssp_lora", "model=tiny", "train.max_steps=1",
                 "train.batch_size=1", "train.grad_accum=1", "train.eval_steps=0", "train.report_to=[none]",
                 "output_dir=run"], work, env)

@@ -138,7 +138,37 @@ def test_only_the_command_line_parses_arguments(module):
     assert not [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "main"], module
 
 
-def test_the_wheel_lists_every_package():
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+def test_the_wheel_lists_every_package_and_data_folder():
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
     packages = {m for m, p in FILES.items() if p.name == "__init__.py"}
-    assert listed == packages
+    data = {"rescue_train.data.sample", "rescue_train.recipes", "rescue_train.configs",
+            *(f"rescue_train.configs.{d.name}" for d in (ROOT / "configs").iterdir() if d.is_dir())}
+    assert set(setuptools["packages"]) == packages | data
+    assert setuptools["package-dir"] == {"rescue_train.baselines": "baselines", "rescue_train.recipes": "recipes",
+                                         "rescue_train.configs": "configs"}
+
+
+def test_importing_the_package_changes_nothing_process_wide():
+    """Importing any library module leaves the warning filters and format, the garbage collector and torch's
+    threads as they were (the third-party libraries the modules use are imported first: their own effects are
+    theirs)."""
+    import subprocess
+    import sys
+
+    modules = sorted(m for m in FILES if part(m) not in ("cli", "__main__"))
+    script = f"""
+import gc, importlib, warnings
+import torch, transformers, datasets, peft, trl, accelerate, sklearn, scipy, statsmodels.api, matplotlib, openai
+import bert_score, huggingface_hub, omegaconf, tqdm, numpy
+def state():
+    return (list(warnings.filters), warnings.formatwarning, warnings.showwarning, gc.isenabled(),
+            gc.get_freeze_count(), gc.get_threshold(), torch.get_num_threads())
+before = state()
+for name in {modules!r}:
+    importlib.import_module(name)
+after = state()
+assert after == before, [(b, a) for b, a in zip(before, after) if a != b]
+print("unchanged", len({modules!r}))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "unchanged" in done.stdout, done.stderr[-3000:]

@@ -3,11 +3,13 @@ tasks, the data and split it was trained on, the research-only licence, and the 
 
 import json
 
+from cli_helpers import command
 import pytest
 from huggingface_hub import ModelCard
 
 from rescue_train.cli import main as cli
-from rescue_train.cli.train import main as train
+
+train = command("train")
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

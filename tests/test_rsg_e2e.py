@@ -10,16 +10,18 @@ import re
 import subprocess
 import sys
 
+from cli_helpers import command
 import pytest
 from rsg_helpers import check_judged_records, judge_args, rsg_judge_server, support_score
 from sft_helpers import ROOT
 
 from rescue_train.cli import main as rescue_train
-from rescue_train.cli.report import main as report_main
 from rescue_train.data import load_samples
 from rescue_train.data.config import BuildOptions
 from rescue_train.evaluation.report import render
 from rescue_train.tasks import build
+
+report_main = command("report")
 
 
 def test_convert_stats_and_baselines_cli(tmp_path, capsys):
@@ -128,10 +130,10 @@ def test_eval_without_condition_judges_support_only(tmp_path):
 
 
 def test_all_lora_mixes_rsg_in_with_its_weight(tmp_path):
-    from rescue_train.sft.config import compose
+    from rescue_train.sft.config import load_config
     from rescue_train.sft.data import prepare
 
-    cfg = compose("all_lora", ["+tasks.rsg=2.0", f"output_dir={tmp_path}"])
+    cfg = load_config("all_lora", ["tasks.rsg=2.0", f"output_dir={tmp_path}"])
     data = prepare(cfg, tmp_path, is_main=True, barrier=lambda: None)
     share: dict[str, float] = {}
     for task, weight in zip(data.train["task"], data.train["sample_weight"]):

@@ -1,82 +1,98 @@
-"""One vocabulary across commands: the data configuration's names, old spellings with a warning, typed values
-with errors that name the key, suggestions for unknown keys, --cfg and --help from the schema."""
+"""One vocabulary across commands: the data configuration's names, typed values with errors that name the key,
+suggestions for unknown keys, one argument reader (key=value and --flags), --cfg and --help from the schema."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
+from typing import List
 
 import evaluation_helpers  # noqa: F401  (offline settings)
 import pytest
 
 from rescue_train.cli import main as rescue_train
+from rescue_train.cli.base import ArgumentReader, Command
 from rescue_train.data.config import DataConfig
 from rescue_train.evaluation.config import load_config
-from rescue_train.settings import ConfigError, RenamedWarning, describe, recipe_path
-from rescue_train.sft.config import compose
+from rescue_train.settings import ConfigError, describe, find_yaml, meaning
+from rescue_train.sft.config import load_config as load_training
 
 
 def test_train_values_are_typed_and_unknown_keys_get_a_suggestion():
     with pytest.raises(ConfigError, match=r"^train.lr: expected a float, got 'abc'$"):
-        compose("ssp_lora", ["train.lr=abc"])
+        load_training("ssp_lora", ["train.lr=abc"])
     with pytest.raises(ConfigError, match=r"^unknown key train.lrr; did you mean train.lr\?$"):
-        compose("ssp_lora", ["train.lrr=1"])
+        load_training("ssp_lora", ["train.lrr=1"])
     with pytest.raises(ConfigError, match=r"^data.rpp_include_current: expected a bool, got 'maybe'$"):
-        compose("ssp_lora", ["data.rpp_include_current=maybe"])
+        load_training("ssp_lora", ["data.rpp_include_current=maybe"])
     with pytest.raises(ValueError, match=r"data.mode: expected one of dialogue, audio, visual, audiovisual, got 'x'"):
-        compose("ssp_lora", ["data.mode=x"])
+        load_training("ssp_lora", ["data.mode=x"])
 
 
-def test_train_reads_the_data_vocabulary_and_the_old_spellings():
-    cfg = compose("ssp_lora", ["data=/x/benchmark_191.jsonl", "data.split_seed=4", "data.folds=3"])
+def test_train_reads_the_data_vocabulary():
+    cfg = load_training("ssp_lora", ["data=/x/benchmark_191.jsonl", "data.split_seed=4", "data.folds=3"])
     assert (cfg.data.source, cfg.data.split_seed, cfg.data.folds) == ("/x/benchmark_191.jsonl", 4, 3)
-    with pytest.warns(RenamedWarning) as caught:
-        old = compose("ssp_lora", ["data.k=3", "data.seed=4", "data.scheme=holdout", "data.build.rpp_definition=A"])
-    assert [str(w.message) for w in caught] == [
-        "data.k= is deprecated; use data.folds=", "data.seed= is deprecated; use data.split_seed=",
-        "data.scheme= is deprecated; use data.split=", "data.build.rpp_definition= is deprecated; use data.rpp_definition="]
-    assert (old.data.folds, old.data.split_seed, old.data.split, old.data.rpp_definition) == (3, 4, "holdout", "A")
-    with pytest.raises(ConfigError, match="leaves nothing to train on"):
-        compose("ssp_lora", ["data.split=none"])
+    with pytest.raises(ConfigError, match="data.split=none: training needs kfold or holdout"):
+        load_training("ssp_lora", ["data.split=none"])
+    with pytest.raises(ConfigError, match="^unknown key data.k"):
+        load_training("ssp_lora", ["data.k=3"])  # a 0.1 spelling (CHANGELOG.md lists the renames)
 
 
-def test_users_own_recipe_file_in_the_old_spelling(tmp_path):
+def test_recipes_and_blocks_by_name_or_path(tmp_path):
     mine = tmp_path / "mine.yaml"
-    mine.write_text("defaults:\n  - /lora_defaults\n  - _self_\nname: mine\ntasks: {rpp: 1.0}\n"
-                    "data:\n  k: 4\n  build:\n    stp_targets: set\n")
-    with pytest.warns(RenamedWarning, match="data.k is deprecated; use data.folds"):
-        cfg = compose(str(mine))
-    assert (cfg.name, cfg.data.folds, cfg.data.stp_targets, cfg.output_dir) == ("mine", 4, "set", "runs/mine/tiny/fold0")
-    assert recipe_path(str(mine)) == mine and recipe_path("ssp_lora").name == "ssp_lora.yaml"
+    mine.write_text("tasks: {rpp: 1.0}\n")
+    assert find_yaml(str(mine), "recipes", "recipe") == mine
+    assert find_yaml("ssp_lora", "recipes", "recipe").name == "ssp_lora.yaml"
     with pytest.raises(ConfigError, match="did you mean ssp_lora"):
-        recipe_path("ssp_lroa")
+        find_yaml("ssp_lroa", "recipes", "recipe")
+    with pytest.raises(ConfigError, match=r"recipe file .*nope.yaml does not exist"):
+        find_yaml(str(tmp_path / "nope.yaml"), "recipes", "recipe")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("a: [1, 2\n")
+    with pytest.raises(ConfigError, match=rf"^{bad}: not a YAML mapping of settings"):
+        load_training(str(bad))
 
 
 def test_eval_takes_data_source_and_names_bad_keys(capsys):
     assert load_config(["data.source=/x.jsonl"]).data.source == "/x.jsonl"
-    with pytest.warns(RenamedWarning, match="data= is deprecated; use data.source="):
-        assert load_config(["data=/x.jsonl"]).data.source == "/x.jsonl"
-    with pytest.warns(RenamedWarning, match="seed= now only seeds the backend"):
-        cfg = load_config(["seed=3", "data.split=kfold"])
-    assert (cfg.seed, cfg.data.split_seed) == (3, 3)
+    assert load_config(["data=/x.jsonl"]).data.source == "/x.jsonl"
+    assert load_config(["data=hub"]).data.source == "tomhu/relation_therapy"
+    cfg = load_config(["seed=3", "data.split=kfold"])
+    assert (cfg.seed, cfg.data.split_seed) == (3, 0)
     assert rescue_train(["eval", "data.sourse=x"]) == 2
     assert "unknown key data.sourse; did you mean data.source?" in capsys.readouterr().err
     assert rescue_train(["eval", "data.split=leave_one_unit_out"]) == 2
     assert "for baselines" in capsys.readouterr().err
 
 
+def test_an_eval_yaml_says_none_as_the_command_line_does(tmp_path):
+    mine = tmp_path / "mine.yaml"
+    mine.write_text("bertscore: none\njudge: null\nprotocol: rank\n")
+    cfg = load_config([f"recipe={mine}", "model=tiny"])
+    assert (cfg.bertscore.model, cfg.judge.backend, cfg.protocol) == ("none", "none", "rank")
+    assert load_config(["recipe=vllm_gpu", "model=tiny"]).backend == "vllm"
+
+
 @pytest.mark.parametrize("argv, expected", [
     (["train", "recipe=ssp_lora", "data.test_fold=2", "--cfg"], "  test_fold: 2"),
-    (["train", "recipe=rpp_cls", "data.test_fold=2", "--cfg"], "  test_fold: 2"),
+    (["train", "recipe=rpp_cls", "--test-fold", "2", "--cfg"], "  test_fold: 2"),
     (["compare", "recipe=rpp_cls", "data.split_seed=5", "--cfg"], "  split_seed: 5"),
-    (["eval", "model=tiny", "data.mode=audio", "--cfg"], "  mode: audio"),
+    (["eval", "model=tiny", "--mode", "audio", "--cfg"], "  mode: audio"),
+    (["convert", "bundled", "--output-dir", "x", "--answer-format=json", "--cfg"], "  answer_format: json"),
+    (["stats", "bundled", "--rpp-definition", "A", "--cfg"], "  rpp_definition: A"),
+    (["baselines", "bundled", "--split", "leave_one_unit_out", "--cfg"], "  split: leave_one_unit_out"),
+    (["export", "lm-eval", "--out", "x", "--cfg"], "output_dir: x"),
+    (["report", "a.json", "b.json", "--no-paper", "--cfg"], "paper: false"),
+    (["audit", "reference", "model=tiny", "--dry-run", "--cfg"], "dry_run: true"),
 ])
-def test_cfg_prints_the_resolved_config_on_every_key_value_command(argv, expected, capsys):
+def test_cfg_prints_the_resolved_config_on_every_command(argv, expected, capsys):
     assert rescue_train(argv) == 0
     assert expected in capsys.readouterr().out.splitlines()
 
 
 @pytest.mark.parametrize("argv", [["train", "--help"], ["train", "recipe=rpp_cls", "--help"], ["compare", "--help"],
-                                  ["eval", "--help"]])
+                                  ["eval", "--help"], ["convert", "--help"], ["stats", "--help"],
+                                  ["baselines", "--help"], ["export", "--help"]])
 def test_help_lists_every_data_key_with_type_default_and_meaning(argv, capsys):
     assert rescue_train(argv) == 0
     shown = capsys.readouterr().out
@@ -86,25 +102,79 @@ def test_help_lists_every_data_key_with_type_default_and_meaning(argv, capsys):
                    for row in shown.splitlines()), key
 
 
+def test_every_key_of_every_command_has_a_meaning():
+    from rescue_train.cli import COMMANDS
+    import importlib
+
+    for name, (module, _) in COMMANDS.items():
+        command = importlib.import_module(f"rescue_train.cli.{module}").COMMAND
+        schemas = [command.schema_for(["recipe=ssp_lora"]), command.schema_for(["recipe=rpp_cls"])] \
+            if command.schema_for else [command.schema]
+        for schema in schemas:
+            missing = [line.split()[0] for line in describe(schema) if len(line.split("=", 1)[1].split()) < 2]
+            assert not missing, (name, missing)
+
+
+READER = Command("toy", "usage", lambda i, o: (i, o), print, inputs=True, labelled_inputs=True,
+                 schema=DataConfig, extra_keys=("recipe",))
+
+
+@pytest.mark.parametrize("argv, inputs, overrides", [
+    (["bundled", "--split-seed", "3"], ["bundled"], ["split_seed=3"]),
+    (["--split_seed=3", "--rpp-include-current"], [], ["split_seed=3", "rpp_include_current=true"]),
+    (["--no-rpp-include-current", "split=holdout"], [], ["rpp_include_current=false", "split=holdout"]),
+    (["--man", "m.json", "--context=-1"], [], ["manifest=m.json", "context=-1"]),
+    (["--source", "a b.jsonl"], [], ["source='a b.jsonl'"]),
+    (["+recipe=x", "f.jsonl"], ["f.jsonl"], ["recipe=x"]),
+])
+def test_one_reader_for_key_value_and_flags(argv, inputs, overrides):
+    assert ArgumentReader(READER, DataConfig).read(argv) == (inputs, overrides)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--s", "1"], "option --s is ambiguous: it could be --source, --split, --split-seed, --ssp-target-emotion"),
+    (["--splt-seed", "1"], "unknown option --splt-seed; did you mean --split-seed?"),
+    (["--folds"], "option --folds needs a value"),
+    (["-x"], "unknown option -x"),
+])
+def test_the_reader_names_a_bad_flag(argv, message):
+    with pytest.raises(ConfigError, match="^" + message.replace("?", r"\?")):
+        ArgumentReader(READER, DataConfig).read(argv)
+
+
+def test_list_flags_take_the_words_that_follow_and_labelled_inputs_stay_inputs(tmp_path):
+    @dataclass
+    class Listy:
+        tasks: List[str] = field(default_factory=list, metadata=meaning("tasks"))
+        predictions: List[str] = field(default_factory=list, metadata=meaning("NAME=PATH"))
+        out: str = field(default="", metadata=meaning("where"))
+
+    command = Command("toy", "usage", lambda i, o: (i, o), print, schema=Listy, inputs=True, labelled_inputs=True)
+    (tmp_path / "r").mkdir()
+    argv = ["--tasks", "itp", "rpp", f"mine={tmp_path / 'r'}", "--predictions", "a=x", "b=y", "out=z"]
+    assert ArgumentReader(command, Listy).read(argv) == (
+        [f"mine={tmp_path / 'r'}"], ["tasks=[itp,rpp]", "predictions=['a=x','b=y']", "out=z"])
+
+
 def test_flag_commands_use_the_same_words(tmp_path, capsys):
-    with pytest.warns(RenamedWarning, match="--seed is deprecated; use --split-seed"):
-        assert rescue_train(["convert", "bundled", "--output-dir", str(tmp_path), "--tasks", "rpp", "--seed", "2",
-                             "--folds", "3", "--rpp-include-current", "--answer-format", "json"]) == 0
+    assert rescue_train(["convert", "bundled", "--output-dir", str(tmp_path), "--tasks", "rpp", "--split-seed", "2",
+                         "--folds", "3", "--rpp-include-current", "--answer-format", "json"]) == 0
     meta = json.loads((tmp_path / "convert_meta.json").read_text())
     assert {k: meta["config"]["data"][k] for k in ("split_seed", "folds", "rpp_include_current", "answer_format")} \
         == {"split_seed": 2, "folds": 3, "rpp_include_current": True, "answer_format": "json"}
     again = tmp_path / "again"  # --manifest reuses a split (another run's or convert's) instead of making one
-    assert rescue_train(["convert", "bundled", "--output-dir", str(again), "--tasks", "rpp", "--folds", "3",
+    assert rescue_train(["convert", "bundled", f"output_dir={again}", "tasks=[rpp]", "data.folds=3",
                          "--manifest", str(tmp_path / "split_manifest.json")]) == 0
     assert json.loads((again / "convert_meta.json").read_text())["manifest_hash"] == meta["manifest_hash"]
-    with pytest.raises(SystemExit):  # argparse's help
-        rescue_train(["convert", "--help"])
+    capsys.readouterr()
+    assert rescue_train(["convert", "--help"]) == 0
     shown = " ".join(capsys.readouterr().out.split())
-    assert "A = therapist rows, relation_cycle_state only" in shown and "--split-seed" in shown
-    with pytest.warns(RenamedWarning, match="--split none is deprecated for baselines; use --split leave_one_unit_out"):
-        assert rescue_train(["baselines", "bundled", "--split", "none", "--tasks", "rpp", "--baselines", "majority",
-                             "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["config"]["split"] == "leave_one_unit_out"
+    assert "A = therapist rows, relation_cycle_state only" in shown and "data.split_seed" in shown
+    assert rescue_train(["baselines", "bundled", "--split", "none", "--tasks", "rpp"]) == 2
+    assert "data.split: the baselines take kfold or leave_one_unit_out, got 'none'" in capsys.readouterr().err
+    assert rescue_train(["baselines", "bundled", "--split", "leave_one_unit_out", "--tasks", "rpp", "--baselines",
+                         "majority", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["config"]["data"]["split"] == "leave_one_unit_out"
 
 
 def test_eval_output_folder_is_per_model_and_a_changed_config_is_named(tmp_path, monkeypatch, capsys):

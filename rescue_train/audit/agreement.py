@@ -140,9 +140,3 @@ def table(report: dict[str, Any]) -> str:
             lines.append(f"| {measure} | rater | {pair} | {m['n']} | {fmt(m['positive_a'])} / {fmt(m['positive_b'])} "
                          f"| {fmt(m['agreement'])} | {fmt(m['kappa'])} | {fmt(m['gwet_ac1'])} |")
     return "\n".join(lines)
-
-
-def main_audit(results: dict[str, Any], human_path: Path, as_json: bool) -> int:
-    report = compare(results, human_path)
-    print(json.dumps(report, indent=2) if as_json else table(report))
-    return 0

@@ -4,13 +4,13 @@ refused with a suggestion, ``--help`` and ``--cfg`` come from the schema), valid
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from typing import Any, List, Optional
 
 from ..inference import BACKENDS
-from ..inference.options import STRUCTURED, TOKEN_PARAMS, ApiOptions, EngineOptions, reasons
+from ..inference.options import ApiOptions, EngineOptions, check_api, reasons
 from ..scoring.judge import JUDGE_MAX_NEW_TOKENS
-from ..settings import ConfigError, meaning
-from .criteria import CRITERIA, EXPLORATORY_KEYS, IF_KEYS, OS_KEY
+from ..settings import meaning
+from .criteria import CRITERIA, EXPLORATORY_KEYS, GATE_KEY, IF_KEYS, OS_KEY
 from .split import MODES as SPLITTERS
 
 CRITERIA_SETS = ("auto", "relate")
@@ -38,9 +38,12 @@ class AuditConfig(ApiOptions, EngineOptions):
     constrained: bool = field(default=True, metadata=meaning(
         "JSON-schema outputs where the backend has them (vllm; openai: see structured)"))
     # What is audited.
+    inputs: List[str] = field(default_factory=list, metadata=meaning(
+        "what to audit: eval results folders of rsg, .jsonl files of dialogues, or reference (the real turns)"))
     splitter: str = field(default="default", metadata=meaning("default | relate"))
     criteria: Any = field(default="auto", metadata=meaning(
-        "auto: RELATE's five, plus our exploratory pair on multi-party turns; relate: the five"))
+        "auto: RELATE's five, our referent gate, and our exploratory pair on multi-party turns; relate: the five, "
+        "as published; or a list of keys"))
     context: int = field(default=-1, metadata=meaning(
         "rows/messages of prior dialogue shown to the judge: -1 all (as RELATE), k the last k"))
     data: AuditData = field(default_factory=AuditData)
@@ -49,7 +52,8 @@ class AuditConfig(ApiOptions, EngineOptions):
     limit: Optional[int] = field(default=None, metadata=meaning("at most this many turns per INPUT"))
     # Statistics and output.
     bootstrap: int = field(default=10000, metadata=meaning(
-        "bootstrap resamples of dialogues for the CIs and comparisons"))
+        "bootstrap resamples of split units (couples, families; a dialogue file's dialogues) for the CIs and "
+        "comparisons"))
     seed: int = field(default=BOOTSTRAP_SEED, metadata=meaning("seed of the bootstrap"))
     output_dir: str = field(default="runs/audit", metadata=meaning("labels, results, report and plots"))
     overwrite: bool = field(default=False, metadata=meaning(
@@ -62,27 +66,23 @@ class AuditConfig(ApiOptions, EngineOptions):
 
 
 # Keys that change how fast the judge runs, not what it answers: left out of the cache identity.
-RUNTIME_KEYS = ("concurrency", "max_retries", "timeout", "token_param", "batch_size", "gpu_memory_utilization",
+RUNTIME_KEYS = ("inputs", "concurrency", "max_retries", "timeout", "token_param", "batch_size", "gpu_memory_utilization",
                 "tensor_parallel_size", "chunk", "progress", "output_dir", "overwrite", "dry_run", "plots", "limit",
                 "bootstrap", "seed", "splitter", "criteria", "context", "data", "reference_rows", "device",
                 "engine_args")
 
 
-def load_config(argv: list[str]) -> AuditConfig:
-    """Defaults, then ``recipe=FILE.yaml`` if given, then the ``key=value`` overrides; validated."""
-    from omegaconf import OmegaConf
+def load_config(overrides: list[str], inputs: list[str] = ()) -> AuditConfig:
+    """Defaults <- ``recipe=NAME`` (an audit block of configs/audit, or your own YAML) <- the ``key=value``
+    overrides; validated. ``data=PATH`` is ``data.source=PATH`` (the benchmark of INPUT=reference)."""
+    from ..settings import compose, dotlist, find_yaml, read_yaml
 
-    from ..data.config import source_shortcut
-    from ..settings import dotlist, load, recipe_path
-
-    cli = dotlist(source_shortcut(list(argv)), "audit")
-    layers: list[Any] = []
-    recipe = cli.pop("recipe", None)
-    if recipe:
-        if not str(recipe).endswith((".yaml", ".yml")):
-            raise ConfigError(f"recipe={recipe}: expected a YAML file of audit keys (no audit recipes are shipped)")
-        layers.append(OmegaConf.to_container(OmegaConf.load(recipe_path(str(recipe), "audit"))))
-    cfg: AuditConfig = load(AuditConfig, [*layers, cli], "audit")
+    recipe = dotlist(overrides, "audit").get("recipe")
+    layers = [read_yaml(find_yaml(str(recipe), "configs/audit", "audit recipe"))] if recipe else []
+    rest = [a for a in overrides if a.split("=", 1)[0] != "recipe"]
+    layers += [{"inputs": list(inputs)}] if inputs else []
+    cfg: AuditConfig = compose(AuditConfig, rest, "audit", base=layers, groups={"data": "configs/data"},
+                               shorthand={"data": "data.source"})
     validate(cfg)
     return cfg
 
@@ -91,7 +91,7 @@ def chosen_criteria(cfg: AuditConfig) -> tuple[str, ...]:
     from ..settings import as_list
 
     if isinstance(cfg.criteria, str) and cfg.criteria in CRITERIA_SETS:
-        return (*IF_KEYS, OS_KEY) + (EXPLORATORY_KEYS if cfg.criteria == "auto" else ())
+        return (*IF_KEYS, OS_KEY) + ((GATE_KEY, *EXPLORATORY_KEYS) if cfg.criteria == "auto" else ())
     keys = as_list(cfg.criteria)
     return tuple(k for k in CRITERIA if k in keys)
 
@@ -99,8 +99,8 @@ def chosen_criteria(cfg: AuditConfig) -> tuple[str, ...]:
 def validate(cfg: AuditConfig) -> None:
     from ..settings import as_list
 
-    for key, allowed in (("backend", BACKENDS), ("splitter", SPLITTERS), ("reference_rows", ("all", "matched")),
-                         ("token_param", TOKEN_PARAMS), ("structured", STRUCTURED)):
+    check_api(cfg)
+    for key, allowed in (("backend", BACKENDS), ("splitter", SPLITTERS), ("reference_rows", ("all", "matched"))):
         if getattr(cfg, key) not in allowed:
             raise ValueError(f"{key} must be one of {', '.join(allowed)}, got {getattr(cfg, key)!r}")
     if not cfg.model and not cfg.dry_run:
@@ -115,10 +115,6 @@ def validate(cfg: AuditConfig) -> None:
         raise ValueError(f"max_new_tokens must be a positive count, got {cfg.max_new_tokens}")
     if cfg.bootstrap < 100:
         raise ValueError(f"bootstrap must be at least 100 resamples, got {cfg.bootstrap}")
-    if cfg.timeout <= 0 or cfg.max_retries < 0 or cfg.concurrency < 1:
-        raise ValueError("timeout must be > 0, max_retries >= 0 and concurrency >= 1")
-    if cfg.extra_body is not None and not isinstance(cfg.extra_body, dict):
-        raise ValueError("extra_body must be a mapping, e.g. 'extra_body={top_k: 20}'")
 
 
 def answer_budget(cfg: AuditConfig) -> int:

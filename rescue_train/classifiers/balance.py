@@ -152,25 +152,24 @@ class Strategy:
     name: str
     summary: str
     loss: str = "ce"  # ce | focal | ldam | logit_adjusted | balanced_softmax
-    weights: str | None = None  # inverse | effective | sqrt_inverse (LoRA: the square root of inverse)
+    weights: str | None = None  # inverse | effective
     deferred: bool = False
-    sampling: str | None = None  # oversample | undersample | sqrt | smote | balanced (LoRA: class-balanced draws)
+    sampling: str | None = None  # oversample | undersample | sqrt | smote
     posthoc: str | None = None  # tuned | fixed | balanced
     retrain_head: bool = False
-    backends: tuple[str, ...] = ("sklearn", "torch")
+    learners: tuple[str, ...] = ("sklearn", "torch")
 
 
 STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
-    Strategy("none", "plain cross-entropy on the data as it is", backends=("sklearn", "torch", "lora")),
-    Strategy("inverse_freq", "cross-entropy with inverse-frequency class weights N/(K n_c) (LoRA: on the answer "
-             "tokens)", weights="inverse", backends=("sklearn", "torch", "lora")),
+    Strategy("none", "plain cross-entropy on the data as it is"),
+    Strategy("inverse_freq", "cross-entropy with inverse-frequency class weights N/(K n_c)", weights="inverse"),
     Strategy("effective_number", "cross-entropy with effective-number weights (1-beta)/(1-beta^n_c)",
              weights="effective"),
-    Strategy("focal", "focal loss (gamma)", loss="focal", backends=("torch",)),
+    Strategy("focal", "focal loss (gamma)", loss="focal", learners=("torch",)),
     Strategy("cb_focal", "focal loss with effective-number weights", loss="focal", weights="effective",
-             backends=("torch",)),
+             learners=("torch",)),
     Strategy("ldam_drw", "LDAM margins, effective-number weights deferred to the last part of training",
-             loss="ldam", weights="effective", deferred=True, backends=("torch",)),
+             loss="ldam", weights="effective", deferred=True, learners=("torch",)),
     # For a linear model with an unpenalised intercept (scikit-learn's lbfgs logistic regression),
     # training on z + tau*log(pi) only moves the intercept by tau*log(pi), so the scikit-learn path applies
     # these two as the equivalent fixed post-hoc shift (see sklearn_path.py).
@@ -183,32 +182,25 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
              sampling="oversample"),
     Strategy("undersample", "random undersampling of every class to the smallest (imbalanced-learn)",
              sampling="undersample"),
-    Strategy("sqrt_sampling", "square-root sampling: class c drawn with probability ~ sqrt(n_c)", sampling="sqrt",
-             backends=("sklearn", "torch", "lora")),
-    Strategy("smote", "SMOTE on TF-IDF vectors (imbalanced-learn)", sampling="smote", backends=("sklearn",)),
+    Strategy("sqrt_sampling", "square-root sampling: class c drawn with probability ~ sqrt(n_c)", sampling="sqrt"),
+    Strategy("smote", "SMOTE on TF-IDF vectors (imbalanced-learn)", sampling="smote", learners=("sklearn",)),
     Strategy("crt", "cRT: train plainly, then re-train the head on frozen features with class-balanced sampling",
-             retrain_head=True, backends=("torch",)),
-    # Fine-tuned LLMs (`compare recipe=*_lora`): the training path's balance.sampling / balance.class_weights.
-    Strategy("balanced_sampling", "class-balanced sampling: every class of the task drawn equally often",
-             sampling="balanced", backends=("lora",)),
-    Strategy("sqrt_weights", "answer-token weights sqrt(N/(K n_c))", weights="sqrt_inverse", backends=("lora",)),
-    Strategy("sqrt_sampling_sqrt_weights", "square-root sampling and answer-token weights sqrt(N/(K n_c))",
-             sampling="sqrt", weights="sqrt_inverse", backends=("lora",)),
+             retrain_head=True, learners=("torch",)),
 )}
 
 
-def strategies_for(backend: str) -> list[str]:
-    return [name for name, s in STRATEGIES.items() if backend in s.backends]
+def strategies_for(learner: str) -> list[str]:
+    return [name for name, s in STRATEGIES.items() if learner in s.learners]
 
 
-def check_strategies(names: Sequence[str], backend: str) -> list[Strategy]:
+def check_strategies(names: Sequence[str], learner: str) -> list[Strategy]:
     unknown = [n for n in names if n not in STRATEGIES]
     if unknown:
         raise ValueError(f"unknown strategies {unknown}; known: {', '.join(STRATEGIES)}")
-    unsupported = [n for n in names if backend not in STRATEGIES[n].backends]
+    unsupported = [n for n in names if learner not in STRATEGIES[n].learners]
     if unsupported:
-        raise ValueError(f"strategies {unsupported} do not apply to backend={backend}; "
-                         f"it supports: {', '.join(strategies_for(backend))}")
+        raise ValueError(f"strategies {unsupported} do not apply to learner={learner}; "
+                         f"it supports: {', '.join(strategies_for(learner))}")
     return [STRATEGIES[n] for n in names]
 
 

@@ -9,7 +9,7 @@
   ``logreg.classes_`` index ``labels``), plus ``logit_offset`` (the strategy's post-fit shift and the
   post-hoc tau's adjustment), with every label outside the instance's candidates masked;
 * ``config.yaml`` (resolved), ``provenance.json`` (versions, git commit, manifest hash, data fingerprints,
-  seed, strategy, backend, fold units, tau);
+  seed, strategy, learner, fold units, tau);
 * ``predictions.jsonl``: the test fold's predictions in the evaluator's prediction-record format (ranked
   candidates), and ``metrics.json``: ``rescue_train.scoring.metrics.aggregate`` of them.
 
@@ -52,13 +52,14 @@ class DataSettings(DataConfig):
 
 @dataclass
 class ClassifyConfig:
+    kind: str = field(default="classifier", metadata=meaning("the recipe's kind: classifier (this config) or lora"))
     recipe: str = field(default="", metadata=meaning("a shipped recipe name or a YAML path (recipe=...)"))
     task: str = field(default="rpp", metadata=meaning("itp | rpp | stp | ssp"))
-    backend: str = field(default="sklearn", metadata=meaning("sklearn | torch"))
-    strategy: str = field(default="none", metadata=meaning("one of balance.STRATEGIES that the backend supports"))
+    learner: str = field(default="sklearn", metadata=meaning("sklearn | torch"))
+    strategy: str = field(default="none", metadata=meaning("one of balance.STRATEGIES that the learner supports"))
     seed: int = field(default=0, metadata=meaning("training seed (the split seed is data.split_seed)"))
     output_dir: Optional[str] = field(default=None, metadata=meaning(
-        "default runs/<recipe>/<backend>-<strategy>/fold<test_fold>"))
+        "default runs/<recipe>/<learner>-<strategy>/fold<test_fold>"))
     data: DataSettings = field(default_factory=DataSettings)
     sklearn: SklearnSettings = field(default_factory=SklearnSettings)
     torch: TorchSettings = field(default_factory=TorchSettings)
@@ -72,29 +73,24 @@ def check_task(task: str) -> None:
         raise ValueError(f"task {task!r} is not a closed-set task ({', '.join(CLOSED_SET_TASKS)})")
 
 
-def read_config(schema: type, argv: Sequence[str], what: str, ignore_in_recipe: Sequence[str] = ()):
-    """Defaults <- recipe YAML <- key=value overrides (OmegaConf dot-list syntax, '+' prefixes allowed), as an
-    instance of the dataclass ``schema``, with the task and backend checked. Shared by ``compare`` and the
-    classifier ``train`` command; ``ignore_in_recipe`` drops recipe keys that the schema does not have."""
-    from omegaconf import OmegaConf
+def read_config(schema: type, recipe: str | None, overrides: Sequence[str], what: str,
+                ignore_in_recipe: Sequence[str] = ()):
+    """Defaults <- the classifier recipe (``recipe``: a shipped name or a YAML path) <- key=value overrides, as an
+    instance of ``schema``, with the task and learner checked. Shared by ``compare`` and the classifier ``train``;
+    ``ignore_in_recipe`` drops recipe keys that the schema does not have."""
+    from ..settings import compose, read_recipe, recipe_kind
 
-    from .. import settings
-    from ..data import config as data_config
-
-    renamed = data_config.RENAMED
-    cli = settings.dotlist(settings.rename(data_config.source_shortcut(list(argv)), renamed), what)
-    layers = []
-    recipe = cli.pop("recipe", None)
+    base: dict[str, Any] = {}
     if recipe:
-        path = settings.recipe_path(str(recipe))
-        tree = settings.rename_in(OmegaConf.to_container(OmegaConf.load(path)), renamed, str(path))
-        for key in ignore_in_recipe:
-            tree.pop(key, None)
-        layers += [tree, {"recipe": path.stem}]
-    config = settings.load(schema, [*layers, cli], what)
+        path, tree = read_recipe(recipe)
+        if recipe_kind(tree) != "classifier":
+            raise ValueError(f"recipe {recipe} is a {recipe_kind(tree)} recipe, not a classifier recipe")
+        base = {**{k: v for k, v in tree.items() if k not in ignore_in_recipe}, "recipe": path.stem}
+    config = compose(schema, overrides, what, base=base, groups={"data": "configs/data"},
+                     shorthand={"data": "data.source"})
     check_task(config.task)
-    if config.backend not in ("sklearn", "torch"):
-        raise ValueError(f"backend must be sklearn or torch, got {config.backend!r}")
+    if config.learner not in ("sklearn", "torch"):
+        raise ValueError(f"learner must be sklearn or torch, got {config.learner!r}")
     return config
 
 
@@ -107,7 +103,7 @@ def prepare_data(config, out: Path):
 
     data_dir = Path(config.data.converted) if config.data.converted else out / "data"
     if not config.data.converted and not (data_dir / config.task / "cls").exists():
-        convert(ConvertConfig(data=plain(config.data), out=str(data_dir), tasks=[config.task]))
+        convert(ConvertConfig(data=plain(config.data), output_dir=str(data_dir), tasks=[config.task]))
     manifest = SplitManifest.load(data_dir / "split_manifest.json")
     if manifest.scheme != "kfold":
         raise ValueError(f"{data_dir}: classifiers need a k-fold split manifest, found scheme {manifest.scheme!r}")
@@ -134,12 +130,12 @@ def fold_data(rows, manifest, space: LabelSpace, fold: int) -> dict:
 
 def run_classifier(config, splits: dict, space: LabelSpace, strategy_name: str, fold: int, seed: int,
                    work_dir: Path, cache: dict, keep_model: bool = False) -> dict:
-    """Train and predict one (strategy, fold, seed) with the ``config.backend`` classifier (``config``: a
+    """Train and predict one (strategy, fold, seed) with the ``config.learner`` classifier (``config``: a
     classifier run's or a comparison's settings); returns the JSON-ready run record. With ``keep_model`` the
     record also holds the fitted model under "fitted" (not JSON; for a caller that saves it)."""
     strategy = balance.STRATEGIES[strategy_name]
     started = time.time()
-    if config.backend == "sklearn":
+    if config.learner == "sklearn":
         from ..classifiers.sklearn_path import fit_predict_sklearn
 
         out = fit_predict_sklearn(splits, space, strategy, config.sklearn, config.balance, seed, cache, keep_model)
@@ -167,16 +163,16 @@ def run_classifier(config, splits: dict, space: LabelSpace, strategy_name: str, 
                             "sample_id": row["sample_id"], "gold": row["label"], "prediction": ranking,
                             "parse_status": "ok", "raw": None, "label_scores": by_label})
     record.update(seconds=round(time.time() - started, 3), train_counts=dict(zip(space.names, counts.tolist())),
-                  sizes={role: len(s) for role, s in splits.items()}, backend_info=out, predictions=predictions)
+                  sizes={role: len(s) for role, s in splits.items()}, learner_info=out, predictions=predictions)
     if keep_model:
         record["fitted"] = fitted
     return record
 
 
-def load_config(argv: Sequence[str]) -> ClassifyConfig:
-    config: ClassifyConfig = read_config(ClassifyConfig, argv, "train", ignore_in_recipe=COMPARE_ONLY)
-    balance.check_strategies([config.strategy], config.backend)
-    config.output_dir = config.output_dir or (f"runs/{config.recipe or config.task}/{config.backend}-"
+def load_config(recipe: str | None, overrides: Sequence[str]) -> ClassifyConfig:
+    config: ClassifyConfig = read_config(ClassifyConfig, recipe, overrides, "train", ignore_in_recipe=COMPARE_ONLY)
+    balance.check_strategies([config.strategy], config.learner)
+    config.output_dir = config.output_dir or (f"runs/{config.recipe or config.task}/{config.learner}-"
                                               f"{config.strategy}/fold{config.data.test_fold}")
     return config
 
@@ -229,7 +225,7 @@ def _relative(path: Path, run_dir: Path) -> str:
 
 
 def _save_model(config: ClassifyConfig, run_dir: Path, fitted: dict, labels: list[str], offset) -> str:
-    if config.backend == "sklearn":
+    if config.learner == "sklearn":
         import joblib
 
         joblib.dump({"pipeline": fitted["pipeline"], "labels": labels, "logit_offset": offset.tolist()},
@@ -281,7 +277,7 @@ def train(config: ClassifyConfig) -> tuple[Path, dict]:
     metrics = aggregate(config.task, predictions, task_labels(config.task))
     write_json_atomic(run_dir / "metrics.json", metrics)
     write_json_atomic(run_dir / "provenance.json", {
-        "kind": "classifier", "recipe": config.recipe, "task": config.task, "backend": config.backend,
+        "kind": "classifier", "recipe": config.recipe, "task": config.task, "learner": config.learner,
         "strategy": config.strategy, "strategy_summary": balance.STRATEGIES[config.strategy].summary,
         "seed": config.seed, "test_fold": test_fold, "validation_fold": (test_fold + 1) % manifest.k,
         "model": model_path, "config_hash": config_hash(asdict(config)),
@@ -289,7 +285,7 @@ def train(config: ClassifyConfig) -> tuple[Path, dict]:
         "manifest_notes": manifest.notes, "source": meta.get("source"),
         "source_fingerprint": meta.get("source_fingerprint"), "data_fingerprint": data_fingerprint(splits),
         "units": {role: sorted({r["unit"] for r in s.rows}) for role, s in splits.items()},
-        **{k: record[k] for k in ("sizes", "train_counts", "tau", "backend_info")},
+        **{k: record[k] for k in ("sizes", "train_counts", "tau", "learner_info")},
         **({"tau_scores": record["tau_scores"]} if "tau_scores" in record else {}),
         "train_seconds": round(time.time() - started, 2), "git_commit": git_commit(), "versions": versions()})
     write_model_card(run_dir)

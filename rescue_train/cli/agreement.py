@@ -3,42 +3,64 @@
 
 from __future__ import annotations
 
-import argparse
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Optional
 
-from ..evaluation.report import load_results
-from ..scoring.agreement import compare, read_human
+from ..settings import ConfigError, compose, meaning
+from .base import Command
+
+USAGE = """usage: rescue-train agreement RESULTS --human FILE [--weights linear|quadratic] [--json]
+
+RESULTS is an eval results.json (or its run folder) with judge scores, or an audit's folder. The human file is
+CSV or JSONL: id, score[, rater] for eval results; dialogue_id, turn_id, sentence_id[, system, rater, text] and
+IF/OS (or criterion) columns for an audit."""
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rescue-train agreement", description=__doc__.split("\n\n")[0])
-    parser.add_argument("results", help="results.json (or its run folder) with judge scores, or an audit's")
-    parser.add_argument("--human", required=True, help="CSV or JSONL with id, score[, rater]; for an audit: "
-                        "dialogue_id, turn_id, sentence_id[, system, rater, text] and IF/OS columns")
-    parser.add_argument("--weights", choices=("linear", "quadratic"), default="linear", help="kappa weights")
-    parser.add_argument("--json", action="store_true", help="print JSON")
-    args = parser.parse_args(argv)
-    try:
-        human_path = Path(args.human)
-        from ..audit.agreement import main_audit, read_results
+@dataclass
+class AgreementConfig:
+    results: Optional[str] = field(default=None, metadata=meaning("results.json (or its folder), or an audit's"))
+    human: Optional[str] = field(default=None, metadata=meaning("the human labels: CSV or JSONL"))
+    weights: str = field(default="linear", metadata=meaning("Cohen's kappa weights: linear | quadratic"))
+    json: bool = field(default=False, metadata=meaning("print JSON"))
 
-        audit = read_results(args.results)
-        if audit is not None:  # sentence labels of `rescue-train audit`
-            return main_audit(audit, human_path, args.json)
-        report = compare(load_results(args.results), read_human(human_path), args.weights, str(human_path))
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"rescue-train agreement: error: {exc}")
-        return 2
-    if args.json:
+
+def load(inputs: list[str], overrides: list[str]) -> AgreementConfig:
+    if len(inputs) > 1:
+        raise ConfigError(f"agreement reads one RESULTS, got {len(inputs)}")
+    config: AgreementConfig = compose(AgreementConfig, overrides, "agreement",
+                                      base={"results": inputs[0]} if inputs else {})
+    if not config.results or not config.human:
+        raise ConfigError("agreement needs RESULTS and --human FILE")
+    if config.weights not in ("linear", "quadratic"):
+        raise ConfigError(f"weights: expected linear or quadratic, got {config.weights!r}")
+    return config
+
+
+def run(config: AgreementConfig) -> None:
+    from ..audit.agreement import compare as compare_audit
+    from ..audit.agreement import read_results, table
+    from ..evaluation.report import load_results
+    from ..scoring.agreement import compare, read_human
+
+    human = Path(config.human)
+    audit = read_results(config.results)
+    if audit is not None:  # sentence labels of `rescue-train audit`
+        report = compare_audit(audit, human)
+        print(json.dumps(report, indent=2) if config.json else table(report))
+        return
+    report = compare(load_results(config.results), read_human(human), config.weights, str(human))
+    if config.json:
         print(json.dumps(report, indent=2))
-        return 0
-    kappa = f"kappa_{args.weights}"
-    print(f"| Task | Rater | n | Exact | MAE | κ ({args.weights}) | AC1 |\n|---|---|---:|---:|---:|---:|---:|")
+        return
+    kappa = f"kappa_{config.weights}"
+    print(f"| Task | Rater | n | Exact | MAE | κ ({config.weights}) | AC1 |\n|---|---|---:|---:|---:|---:|---:|")
     for task, by_rater in report.items():
         for rater, m in by_rater.items():
             values = [m["exact_agreement"], m["mae"], m[kappa], m["gwet_ac1"]]
             print(f"| {task} | {rater} | {m['n']} | " + " | ".join("–" if v is None else f"{v:.3f}" for v in values)
                   + " |")
-    return 0
+
+
+COMMAND = Command("agreement", USAGE, load, run, schema=AgreementConfig, inputs=True)

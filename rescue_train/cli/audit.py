@@ -1,6 +1,6 @@
 """``rescue-train audit INPUT... key=value ... [--dry-run]``: the relational-orientation audit (RELATE).
 
-usage: rescue-train audit INPUT... [recipe=FILE.yaml] [key=value ...] [--dry-run] [--cfg]
+usage: rescue-train audit INPUT... [recipe=NAME|FILE.yaml] [key=value ...] [--dry-run] [--cfg]
 
 INPUT is an eval results folder of a next-turn generation task, a .jsonl of dialogues (``messages`` with user
 and assistant roles), or ``reference`` (the benchmark's real therapist turns; ``data.source=`` picks the
@@ -18,11 +18,11 @@ See docs/audit.md for every key, the instrument and its caveats.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from ..data.schema import DataError
+from ..audit.config import AuditConfig, load_config
+from .base import Command
 
 USAGE = __doc__
 
@@ -57,42 +57,24 @@ def summary(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from ..audit.config import AuditConfig, load_config
-    from ..inference import BackendError
-    from ..settings import describe, plain_warnings, to_yaml
+def load(inputs: list[str], overrides: list[str]) -> AuditConfig:
+    return load_config(overrides, inputs)
 
-    plain_warnings()
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or any(a in ("-h", "--help", "help") for a in argv):
-        print(USAGE)
-        print("keys (key  type = default  meaning):\n" + "\n".join(describe(AuditConfig)))
-        return 0
-    flags = ("--dry-run", "--cfg")
-    inputs = [a for a in argv if "=" not in a and a not in flags]
-    overrides = [a for a in argv if "=" in a] + (["dry_run=true"] if "--dry-run" in argv else [])
-    try:
-        unknown_flags = [a for a in inputs if a.startswith("--")]
-        if unknown_flags:
-            raise ValueError(f"unknown option {unknown_flags[0]} (options are key=value, --dry-run and --cfg)")
-        cfg = load_config(overrides)
-        if "--cfg" in argv:
-            print(to_yaml(cfg))
-            return 0
-        if not inputs:
-            raise ValueError("name at least one INPUT: an eval results folder, a .jsonl of dialogues, or reference")
-        from ..audit.runner import run
 
-        results = run(inputs, cfg)
-        if cfg.dry_run:
-            print(dry_run_text(results))
-            return 0
-        from ..audit.report import write_report
+def run(config: AuditConfig) -> None:
+    from ..audit.report import write_report
+    from ..audit.runner import run as audit
 
-        written = write_report(results, Path(cfg.output_dir), cfg.plots)
-        print(summary(results))
-        print(f"  -> {cfg.output_dir}/results.json, " + ", ".join(str(p) for p in written))
-        return 0
-    except (DataError, ValueError, OSError, BackendError) as exc:
-        print(f"rescue-train audit: error: {exc}", file=sys.stderr)
-        return 2
+    if not config.inputs:
+        raise ValueError("name at least one INPUT: an eval results folder, a .jsonl of dialogues, or reference")
+    results = audit(config.inputs, config)
+    if config.dry_run:
+        print(dry_run_text(results))
+        return
+    written = write_report(results, Path(config.output_dir), config.plots)
+    print(summary(results))
+    print(f"  -> {config.output_dir}/results.json, " + ", ".join(str(p) for p in written))
+
+
+COMMAND = Command("audit", USAGE, load, run, schema=AuditConfig, inputs=True, extra_keys=("recipe", "data"),
+                  flags={"--dry-run": "dry_run=true"})

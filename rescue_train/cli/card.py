@@ -2,25 +2,42 @@
 
 from __future__ import annotations
 
-import sys
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import List
 
-from ..model_card import USAGE, _read_results, write_model_card
+from ..settings import ConfigError, compose, meaning
+from .base import Command
+
+USAGE = """usage: rescue-train card RUN_DIR [EVAL_OUTPUT ...]
+
+(Re)writes RUN_DIR/README.md, the run's Hugging Face model card, adding the results of the given evaluation
+folders (each holding results.json, or a results.json itself). Publish the run with:
+  hf upload YOUR_NAME/MODEL_NAME RUN_DIR --exclude "checkpoints/*" --exclude "data/*\""""
 
 
-def main(argv: Sequence[str]) -> int:
-    argv = list(argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE)
-        return 0 if argv else 2
-    try:
-        run_dir = Path(argv[0])
-        if not (run_dir / "provenance.json").exists():
-            raise FileNotFoundError(f"{run_dir} is not a training run folder (no provenance.json)")
-        path = write_model_card(run_dir, [r for p in argv[1:] for r in _read_results(p)])
-    except (OSError, ValueError, KeyError) as exc:
-        print(f"rescue-train card: error: {exc}", file=sys.stderr)
-        return 2
+@dataclass
+class CardConfig:
+    run: str = field(default="", metadata=meaning("the training run folder (holds provenance.json)"))
+    results: List[str] = field(default_factory=list, metadata=meaning(
+        "evaluation folders (or results.json files) whose results go in the card"))
+
+
+def load(inputs: list[str], overrides: list[str]) -> CardConfig:
+    base = {"run": inputs[0], "results": inputs[1:]} if inputs else {}
+    config: CardConfig = compose(CardConfig, overrides, "card", base=base)
+    if not config.run:
+        raise ConfigError("name the training run folder: rescue-train card RUN_DIR [EVAL_DIR ...]")
+    if not (Path(config.run) / "provenance.json").exists():
+        raise ConfigError(f"{config.run} is not a training run folder (no provenance.json)")
+    return config
+
+
+def run(config: CardConfig) -> None:
+    from ..model_card import read_results, write_model_card
+
+    path = write_model_card(Path(config.run), [r for p in config.results for r in read_results(p)])
     print(f"model card: {path}")
-    return 0
+
+
+COMMAND = Command("card", USAGE, load, run, schema=CardConfig, inputs=True)

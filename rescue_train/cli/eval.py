@@ -1,31 +1,29 @@
-"""``rescue-train eval key=value ...`` and ``python evaluate.py key=value ...``.
-
-usage: rescue-train eval [run=RUN_DIR ...] [recipe=NAME|FILE.yaml] [key=value ...] [--cfg]
-
-Examples::
-
-    rescue-train eval model=tiny tasks=[itp,rpp] protocol=rank
-    rescue-train eval run=runs/ssp_lora/tiny/fold0 backend=vllm tasks=[ssp]
-    rescue-train eval recipe=vllm_gpu run=runs/ssp_lora/qwen2.5-7b-instruct/fold0 tasks=[ssp]
-    rescue-train eval model=gpt-5.4 backend=openai protocol=paper judge.backend=openai judge.model=gpt-5.4
-
-run=RUN_DIR takes the model, adapter, tokenizer and chat template and the whole data configuration (test fold
-and split manifest included) from a training run, so protocol=sft asks exactly the training prompts.
---cfg prints the resolved config and exits. docs/evaluation.md explains every key.
-"""
+"""``rescue-train eval key=value ...`` and ``python evaluate.py key=value ...``: evaluate a model or a training run."""
 
 from __future__ import annotations
 
-import sys
-from typing import Sequence
-
-from ..data.schema import DataError
+from ..evaluation.config import EvalConfig, load_config
+from ..settings import names_in
 from ..tasks import TASKS
+from .base import Command
 
-USAGE = __doc__
+
+def usage() -> str:
+    return f"""usage: rescue-train eval [run=RUN_DIR ...] [recipe=NAME|FILE.yaml] [key=value ...] [--cfg]
+
+Examples:
+  rescue-train eval model=tiny tasks=[itp,rpp] protocol=rank
+  rescue-train eval run=runs/ssp_lora/tiny/fold0 backend=vllm tasks=[ssp]
+  rescue-train eval recipe=vllm_gpu run=runs/ssp_lora/qwen2.5-7b-instruct/fold0 tasks=[ssp]
+  rescue-train eval model=gpt-5.4 backend=openai protocol=paper judge.backend=openai judge.model=gpt-5.4
+
+run=RUN_DIR takes the model, adapter, tokenizer and chat template and the whole data configuration (test fold
+and split manifest included) from a training run, so protocol=sft asks exactly the training prompts.
+recipe=NAME merges an eval block of configs/eval ({', '.join(names_in('configs/eval'))}) or your own YAML;
+judge=none and bertscore=none switch those off. docs/evaluation.md explains every key."""
 
 
-def _summary(results: dict) -> str:
+def summary(results: dict) -> str:
     lines = [f"{results['label']}: {results['config']['protocol']} protocol, {results['backend'].get('backend')}"]
     for task, scopes in results["aggregates"].items():
         both = scopes.get("both", {})
@@ -40,30 +38,14 @@ def _summary(results: dict) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from ..evaluation.config import EvalConfig, load_config
-    from ..settings import describe, plain_warnings, recipe_names, to_yaml
+def run(cfg: EvalConfig) -> None:
+    from ..evaluation.runner import run as evaluate
 
-    plain_warnings()
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if any(a in ("-h", "--help", "help") for a in argv):
-        print(USAGE)
-        print(f"shipped recipes (recipe=NAME): {', '.join(recipe_names('eval'))}\n")
-        print("keys (key  type = default  meaning):\n" + "\n".join(describe(EvalConfig)))
-        return 0
-    from ..inference import BackendError
+    for results in evaluate(cfg):
+        print(summary(results))
+        print(f"  -> {results['output_dir']}/results.json")
 
-    try:
-        cfg = load_config([a for a in argv if a != "--cfg"])
-        if "--cfg" in argv:
-            print(to_yaml(cfg))
-            return 0
-        from ..evaluation.runner import run
 
-        for results in run(cfg):
-            print(_summary(results))
-            print(f"  -> {results['output_dir']}/results.json")
-        return 0
-    except (DataError, ValueError, OSError, BackendError) as exc:  # OSError: a model or file that cannot be read
-        print(f"rescue-train eval: error: {exc}", file=sys.stderr)
-        return 2
+COMMAND = Command("eval", usage, lambda inputs, overrides: load_config(overrides), run, schema=EvalConfig,
+                  extra_keys=("recipe",))
+

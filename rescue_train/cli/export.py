@@ -1,47 +1,47 @@
-"""``rescue-train export lm-eval --output-dir DIR [key=value ...]``: the closed-set tasks as lm-evaluation-harness tasks."""
+"""``rescue-train export lm-eval --output-dir DIR [key=value ...]``: the closed-set tasks as lm-evaluation-harness
+tasks (rescue_train.export.lm_eval)."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
-from typing import Sequence
 
-from ..data.schema import DataError
-from ..export.lm_eval import GROUP, USAGE, export
+from ..evaluation.config import EvalConfig, load_config
+from ..settings import ConfigError
+from .base import Command
+
+USAGE = """usage: rescue-train export lm-eval --output-dir DIR [key=value ...]
+
+Writes lm-evaluation-harness task YAMLs and their data for the closed-set tasks (ITP, RPP, STP, SSP) as
+multiple choice with per-instance candidates, grouped as `rescue`. The keys are eval's: data.* (source, split,
+test_fold, manifest, folds, split_seed, context, mode, answer_format, the build options), run=RUN_DIR (a
+training run's data configuration and held-out fold), tasks=, limit=, and model= / tokenizer= for the chat
+template the prompts are rendered with.
+
+Then:  lm_eval --model hf --model_args pretrained=MODEL --include_path DIR --tasks rescue"""
+
+FORMATS = ("lm-eval",)
 
 
-def main(argv: Sequence[str]) -> int:
-    from ..evaluation.config import load_config
+def load(inputs: list[str], overrides: list[str]) -> EvalConfig:
+    if inputs != ["lm-eval"]:
+        given = f"unknown format {' '.join(inputs)!r}; " if inputs else ""
+        raise ConfigError(f"{given}name the format to export: rescue-train export {' | '.join(FORMATS)} --output-dir DIR")
+    cfg = load_config(overrides)
+    if not cfg.output_dir:
+        raise ConfigError("export needs --output-dir DIR (or output_dir=DIR)")
+    if not cfg.model and not cfg.adapter and not cfg.run:
+        cfg.model = "tiny"
+    return cfg
 
-    argv = list(argv)
-    if not argv or argv[0] in ("-h", "--help", "help"):
-        print(USAGE)
-        return 0 if argv else 2
-    if argv[0] != "lm-eval":
-        print(f"rescue-train export: unknown format {argv[0]!r}; expected lm-eval\n\n{USAGE}", file=sys.stderr)
-        return 2
-    rest, out = argv[1:], None
-    for flag in ("--output-dir", "--out"):
-        if flag in rest:
-            at = rest.index(flag)
-            if at + 1 >= len(rest):
-                print(f"rescue-train export: {flag} needs a folder", file=sys.stderr)
-                return 2
-            out, rest = rest[at + 1], rest[:at] + rest[at + 2:]
-    out = out or next((a.split("=", 1)[1] for a in rest if a.startswith("output_dir=")), None)
-    rest = [a for a in rest if not a.startswith("output_dir=")]
-    if not out:
-        print(f"rescue-train export: --output-dir DIR is required\n\n{USAGE}", file=sys.stderr)
-        return 2
-    try:
-        cfg = load_config(rest)
-        if not cfg.model and not cfg.adapter and not cfg.run:
-            cfg.model = "tiny"
-        meta = export(cfg, Path(out))
-    except (DataError, ValueError, OSError) as exc:
-        print(f"rescue-train export: error: {exc}", file=sys.stderr)
-        return 2
+
+def run(cfg: EvalConfig) -> None:
+    from ..export.lm_eval import GROUP, export
+
+    meta = export(cfg, Path(cfg.output_dir))
     for task, n in meta["tasks"].items():
         print(f"{GROUP}_{task}: {n} instances")
-    print(f"-> {out}  (lm_eval --model hf --model_args pretrained=MODEL --include_path {out} --tasks {GROUP})")
-    return 0
+    print(f"-> {cfg.output_dir}  (lm_eval --model hf --model_args pretrained=MODEL --include_path {cfg.output_dir} "
+          f"--tasks {GROUP})")
+
+
+COMMAND = Command("export", USAGE, load, run, schema=EvalConfig, inputs=True, extra_keys=("recipe", "data"))

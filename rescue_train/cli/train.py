@@ -1,111 +1,92 @@
-"""``rescue-train train recipe=NAME key=value ...`` and ``python train.py ...`` (also under accelerate launch)."""
+"""``rescue-train train recipe=NAME key=value ...`` and ``python train.py ...`` (also under accelerate launch):
+a LoRA recipe fine-tunes a chat model (rescue_train.sft), a classifier recipe trains one classifier
+(rescue_train.classifiers). The recipe's ``kind`` says which."""
 
 from __future__ import annotations
 
 import os
-import sys
-from typing import Sequence
 
-USAGE = """usage: rescue-train train recipe=NAME|PATH.yaml [key=value ...] [--cfg]
+from ..settings import ConfigError, names_in, read_recipe, recipe_kind, recipe_names
+from .base import Command
 
-Fine-tune a chat model with LoRA on RESCUE-Bench tasks, or, with a classifier recipe (*_cls), train one
-class-balanced classifier. Shipped recipes: {recipes}; or the path to your own YAML file.
+
+def usage() -> str:
+    return f"""usage: rescue-train train recipe=NAME|PATH.yaml [key=value ...] [--cfg]
+
+Fine-tune a chat model with LoRA on RESCUE-Bench tasks (kind: lora), or train one class-balanced classifier
+(kind: classifier). Shipped recipes: {', '.join(recipe_names())}; or the path to your own YAML file (it gets
+every default below; kind: lora unless it says otherwise).
 Examples:
   accelerate launch train.py recipe=ssp_lora model=tiny train.max_steps=20
   accelerate launch --config_file configs/accelerate/single_gpu.yaml train.py recipe=ssp_lora model=qwen2.5-7b-instruct
   accelerate launch train.py recipe=ssp_lora model=any model.path=ORG/CHAT-MODEL   # any chat model, no preset
-  rescue-train train recipe=rpp_cls strategy=logit_adjusted [backend=torch] [data.test_fold=0]
---cfg prints the resolved config and exits. Model presets (model=NAME): {models}; data blocks (data=NAME, or
-data=PATH for data.source=PATH): {data}. More in docs/training.md and docs/classifiers.md.
-
-LoRA recipe keys (key  type = default  meaning); classifier keys: rescue-train train recipe=rpp_cls --help
-{keys}
-"""
+  rescue-train train recipe=rpp_cls strategy=logit_adjusted learner=torch data.test_fold=0
+Model presets (model=NAME, configs/model): {', '.join(names_in('configs/model'))}; data blocks (data=NAME,
+or data=PATH for data.source=PATH): {', '.join(names_in('configs/data'))}. More in docs/training.md and
+docs/classifiers.md. The keys below are the given recipe's kind (LoRA when none is given)."""
 
 
-def is_classifier_recipe(recipe: str) -> bool:
-    """A classifier recipe names one ``task``; a LoRA recipe a ``tasks`` mixture on top of lora_defaults."""
-    from omegaconf import OmegaConf
+def recipe_of(words: list[str]) -> str | None:
+    """The ``recipe=NAME`` (or ``--recipe NAME``) among the arguments, if any."""
+    for i, word in enumerate(words):
+        if word.lstrip("+").startswith("recipe="):
+            return word.split("=", 1)[1]
+        if word == "--recipe" and i + 1 < len(words):
+            return words[i + 1]
+        if word.startswith("--recipe="):
+            return word.split("=", 1)[1]
+    return None
 
-    from ..settings import recipe_path
 
-    path = recipe_path(recipe)
-    return path.stem.endswith("_cls") or "task" in OmegaConf.load(path)
+def kind_of(recipe: str | None) -> str:
+    return recipe_kind(read_recipe(recipe)[1]) if recipe else "lora"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    from ..settings import ConfigError, describe, plain_warnings, recipe_names
-    from ..sft.config import LoraRunConfig, compose, group_options, split_recipe
+def schema_for(argv: list[str]) -> type:
+    if kind_of(recipe_of(argv)) == "classifier":
+        from ..classifiers.classify_run import ClassifyConfig
 
-    plain_warnings()
-    wants_help = any(a in ("-h", "--help") for a in argv)
-    recipe_given = any(a.startswith("recipe=") for a in argv)
-    if not argv or (wants_help and not recipe_given):
-        print(USAGE.format(recipes=", ".join(recipe_names()), models=", ".join(group_options("model")),
-                           data=", ".join(group_options("data")), keys="\n".join(describe(LoraRunConfig))))
-        return 0
-    show = "--cfg" in argv
-    try:
-        from omegaconf.errors import OmegaConfBaseException
+        return ClassifyConfig
+    from ..sft.config import LoraRunConfig
 
-        recipe, overrides = split_recipe([a for a in argv if a not in ("--cfg", "-h", "--help")])
-        if is_classifier_recipe(recipe):  # no LoRA config; the classifier trainer takes over
-            return train_classifier(argv)
-        if wants_help:
-            print(USAGE.format(recipes=", ".join(recipe_names()), models=", ".join(group_options("model")),
-                               data=", ".join(group_options("data")), keys="\n".join(describe(LoraRunConfig))))
-            return 0
-        cfg = compose(recipe, overrides)
-    except (ConfigError, ValueError, FileNotFoundError, OmegaConfBaseException) as exc:
-        print(f"rescue-train train: error: {exc}", file=sys.stderr)
-        return 2
-    if show:
-        from omegaconf import OmegaConf
+    return LoraRunConfig
 
-        print(OmegaConf.to_yaml(cfg))
-        return 0
+
+def load(inputs: list[str], overrides: list[str]):
+    recipe = recipe_of(overrides)
+    if recipe is None:
+        raise ConfigError(f"give recipe=NAME (one of {', '.join(recipe_names())}) or recipe=PATH.yaml")
+    rest = [a for a in overrides if not a.startswith("recipe=")]
+    if kind_of(recipe) == "classifier":
+        from ..classifiers.classify_run import load_config
+
+        return load_config(recipe, rest)
+    from ..sft.config import load_config
     from ..sft.launch import launch_problem
 
-    problem = launch_problem(cfg, argv)
+    cfg = load_config(recipe, rest)
+    problem = launch_problem(cfg, overrides)  # before any data is converted or model loaded
     if problem:
-        print(f"rescue-train train: error: {problem}", file=sys.stderr)
-        return 2
-    from ..data.schema import DataError
-    from ..sft.runner import run
+        raise ConfigError(problem)
+    return cfg
 
-    try:
-        run_dir = run(cfg)
-    except (ValueError, FileNotFoundError, DataError) as exc:
-        print(f"rescue-train train: error: {exc}", file=sys.stderr)
-        return 2
+
+def run(cfg) -> None:
+    from ..sft.config import LoraRunConfig
+
+    if not isinstance(cfg, LoraRunConfig):
+        from ..classifiers.classify_run import summary_lines, train
+
+        run_dir, metrics = train(cfg)
+        print("\n".join(summary_lines(cfg.task, metrics)))
+        print(f"run folder: {run_dir} (model, config.yaml, provenance.json, predictions.jsonl, metrics.json, "
+              "README.md)")
+        return
+    from ..sft.runner import run as train_lora
+
+    run_dir = train_lora(cfg)
     if os.environ.get("RANK", "0") == "0":  # one line per run, not per accelerate process
         print(f"adapter: {run_dir / 'adapter'}")
-    return 0
 
 
-def train_classifier(argv: Sequence[str]) -> int:
-    """``train`` with a classifier recipe: one class-balanced classifier (rescue_train.classifiers)."""
-    from omegaconf import OmegaConf
-
-    from ..classifiers.classify_run import ClassifyConfig, load_config, summary_lines, train
-    from ..data.schema import DataError
-    from ..data.splits import LeakageError
-    from ..settings import describe
-
-    if any(a in ("-h", "--help") for a in argv):
-        print("usage: rescue-train train recipe=itp_cls|rpp_cls|stp_cls|ssp_cls|PATH.yaml strategy=NAME "
-              "[key=value ...] [--cfg]\n\nclassifier keys (key  type = default  meaning):\n" + "\n".join(describe(ClassifyConfig)))
-        return 0
-    try:
-        config = load_config([a for a in argv if a != "--cfg"])
-        if "--cfg" in argv:
-            print(OmegaConf.to_yaml(OmegaConf.structured(config)))
-            return 0
-        run_dir, metrics = train(config)
-    except (ValueError, FileNotFoundError, DataError, LeakageError) as exc:
-        print(f"rescue-train train: error: {exc}", file=sys.stderr)
-        return 2
-    print("\n".join(summary_lines(config.task, metrics)))
-    print(f"run folder: {run_dir} (model, config.yaml, provenance.json, predictions.jsonl, metrics.json, README.md)")
-    return 0
+COMMAND = Command("train", usage, load, run, schema_for=schema_for, extra_keys=("recipe", "model", "data"))

@@ -1,6 +1,6 @@
 """``rescue-train compare``: rebalancing strategies x test folds x seeds, with statistics you can trust.
 
-    rescue-train compare recipe=rpp_cls strategies=[none,inverse_freq,posthoc_la] seeds=[0,1] backend=sklearn
+    rescue-train compare recipe=rpp_cls strategies=[none,inverse_freq,posthoc_la] seeds=[0,1] learner=sklearn
     rescue-train compare recipe=rpp_lora model=qwen2.5-7b-instruct strategies=[sqrt_sampling,inverse_freq] \
         train.max_steps=300 seeds=[0,1,2]
 

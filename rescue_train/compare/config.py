@@ -19,7 +19,7 @@ from ..classifiers.classify_run import DataSettings, check_task, read_config
 from ..classifiers.sklearn_path import SklearnSettings
 from ..settings import meaning
 
-BACKENDS = ("sklearn", "torch", "lora")
+LEARNERS = ("sklearn", "torch", "lora")
 
 
 @dataclass
@@ -59,14 +59,16 @@ class RankSettings:
 
 @dataclass
 class CompareConfig:
+    kind: str = field(default="classifier", metadata=meaning(
+        "the recipe's kind: classifier, or lora (fine-tuned LLMs: every run is `accelerate launch ... train`)"))
     recipe: str = field(default="", metadata=meaning("a shipped recipe name or a YAML path (recipe=...)"))
     task: str = field(default="rpp", metadata=meaning("itp | rpp | stp | ssp"))
-    backend: str = field(default="sklearn", metadata=meaning("sklearn | torch | lora (set by a *_lora recipe)"))
+    learner: str = field(default="sklearn", metadata=meaning("sklearn | torch | lora (set by a LoRA recipe)"))
     strategies: Any = field(default="all", metadata=meaning(
-        "a list of names, or \"all\" (every strategy the backend supports)"))
+        "a list of names, or \"all\" (every strategy the learner supports)"))
     seeds: List[int] = field(default_factory=lambda: [0], metadata=meaning("training seeds"))
     test_folds: Optional[List[int]] = field(default=None, metadata=meaning("test folds to run; null: every fold"))
-    output_dir: Optional[str] = field(default=None, metadata=meaning("default runs/compare/<recipe>-<backend>"))
+    output_dir: Optional[str] = field(default=None, metadata=meaning("default runs/compare/<recipe>-<learner>"))
     plots: bool = field(default=True, metadata=meaning("write the PNG plots"))
     dry_run: bool = field(default=False, metadata=meaning(
         "print the number of runs and a time estimate (after one run, if none is finished)"))
@@ -75,7 +77,7 @@ class CompareConfig:
     torch: TorchSettings = field(default_factory=TorchSettings)
     balance: BalanceSettings = field(default_factory=BalanceSettings)
     evaluation: EvalSettings = field(default_factory=EvalSettings)
-    # backend=lora: the training overrides given for every run, and the resolved training config they give
+    # learner=lora: the training overrides given for every run, and the resolved training config they give
     training: List[str] = field(default_factory=list, metadata=meaning("(lora) training overrides of every run"))
     training_config: Dict[str, Any] = field(default_factory=dict, metadata=meaning(
         "(lora) the resolved training config"))
@@ -84,12 +86,10 @@ class CompareConfig:
 
 
 # Settings that do not change what a single run computes: they may differ when a comparison resumes.
-NOT_HASHED = ("recipe", "strategies", "seeds", "test_folds", "output_dir", "plots", "evaluation", "dry_run",
+NOT_HASHED = ("kind", "recipe", "strategies", "seeds", "test_folds", "output_dir", "plots", "evaluation", "dry_run",
               "training")
-# Old spellings of compare's own keys (the data.* ones are in rescue_train.data.config.RENAMED).
-RENAMED = {"folds": "test_folds", "out_dir": "output_dir"}
-# Sections that only one backend reads.
-BACKEND_SECTIONS = {"sklearn": ("sklearn",), "torch": ("torch",),
+# Sections that only one learner reads.
+LEARNER_SECTIONS = {"sklearn": ("sklearn",), "torch": ("torch",),
                     "lora": ("training_config", "launch", "rank")}
 # The comparison's own keys on the command line of a LoRA recipe; the rest are training overrides.
 LORA_COMPARE_KEYS = ("strategies", "seeds", "test_folds", "output_dir", "plots", "evaluation", "launch", "rank",
@@ -100,110 +100,96 @@ LORA_PER_RUN = {"balance": "the strategy sets balance.*", "seed": "use seeds=[..
                 "tasks": "compare one task at a time"}
 
 
-def _overrides(argv: Sequence[str]) -> list[str]:
-    """The ``key=value`` arguments with old spellings renamed (a warning names the new one)."""
-    from ..data import config as data_config
-    from ..settings import ConfigError, rename
+def lora_strategies() -> list[str]:
+    from ..sft.weighting import STRATEGIES
 
-    overrides = [a.lstrip("+") for a in argv]
-    bad = [a for a in overrides if "=" not in a]
-    if bad:
-        raise ConfigError(f"arguments must be key=value, got {bad[0]!r} (see rescue-train compare --help)")
-    return rename(overrides, {**data_config.RENAMED, **RENAMED})
+    return list(STRATEGIES)
 
 
-def is_lora_recipe(argv: Sequence[str]) -> bool:
-    """A ``recipe=NAME`` naming a LoRA training recipe (one whose YAML has a Hydra defaults list)."""
-    from omegaconf import OmegaConf
-
-    from ..settings import recipe_path
-
-    names = [a.lstrip("+").split("=", 1)[1] for a in argv if a.lstrip("+").split("=", 1)[0] == "recipe"]
-    if not names:
-        return False
-    return "defaults" in OmegaConf.load(recipe_path(names[-1]))
+def strategies_for(learner: str) -> list[str]:
+    """The strategy names a learner takes: the classifiers' (rescue_train.classifiers.balance) or LoRA's
+    (``balance.strategy`` of the training recipe, rescue_train.sft.weighting); a shared name means the same idea."""
+    return lora_strategies() if learner == "lora" else balance.strategies_for(learner)
 
 
-def lora_training_config(recipe: str, training: Sequence[str]) -> dict:
-    """The recipe composed with the comparison's training overrides, as a plain dict: what ``rescue-train train
-    ... --cfg`` prints, asked of that public entry point (the comparison runs the LoRA half of training only
-    through its commands, so the two halves stay import-disjoint)."""
-    import subprocess
-    import sys
+def strategy_summary(name: str, learner: str) -> str:
+    if learner == "lora":
+        from ..sft.weighting import STRATEGIES
 
-    from omegaconf import OmegaConf
-
-    command = [sys.executable, "-m", "rescue_train", "train", f"recipe={recipe}", *training, "--cfg"]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:
-        why = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
-        raise ValueError(f"recipe {recipe}: bad training override: {why.removeprefix('rescue-train train: error: ')}")
-    return OmegaConf.to_container(OmegaConf.create(done.stdout), resolve=True)
+        return STRATEGIES[name].summary
+    return balance.STRATEGIES[name].summary
 
 
-def load_lora_config(argv: Sequence[str]) -> CompareConfig:
-    from ..settings import dotlist, load
+def load_lora_config(recipe: str, overrides: Sequence[str]) -> CompareConfig:
+    """A LoRA comparison: the comparison's own keys, and every other key a training override of each run."""
+    from ..settings import compose
+    from ..sft.config import load_config as load_training_config
 
-    overrides = _overrides(argv)
-    recipe = [a.split("=", 1)[1] for a in overrides if a.split("=", 1)[0] == "recipe"][-1]
     mine = [a for a in overrides if a.split("=", 1)[0].split(".")[0] in LORA_COMPARE_KEYS]
-    training = [a for a in overrides if a not in mine and a.split("=", 1)[0] != "recipe"]
+    training = [a for a in overrides if a not in mine]
     for arg in training:
         key = arg.split("=", 1)[0]
         for fixed, why in LORA_PER_RUN.items():
             if key == fixed or key.startswith(fixed + "."):
                 raise ValueError(f"{arg}: every run of the comparison sets {fixed} itself ({why})")
-    config: CompareConfig = load(CompareConfig, [dotlist(mine, "compare")], "compare")
-    resolved = lora_training_config(recipe, training)
-    tasks = list(resolved["tasks"])
+    config: CompareConfig = compose(CompareConfig, mine, "compare")
+    resolved = load_training_config(recipe, training)
+    tasks = list(resolved.tasks)
     if len(tasks) != 1:
         raise ValueError(f"recipe {recipe} trains {len(tasks)} tasks ({', '.join(tasks)}); compare one closed-set "
                          f"task at a time (itp_lora, rpp_lora, stp_lora, ssp_lora)")
     check_task(tasks[0])
-    data = resolved["data"]
-    if data["answer_format"] != "label":
+    if resolved.data.answer_format != "label":
         raise ValueError("data.answer_format must be label: the rank protocol scores each candidate's bare label")
-    if data["split"] != "kfold":
-        raise ValueError(f"data.split must be kfold: the comparison runs every test fold (got {data['split']!r})")
+    if resolved.data.split != "kfold":
+        raise ValueError(f"data.split must be kfold: the comparison runs every test fold (got {resolved.data.split!r})")
     if config.rank.backend not in ("hf", "vllm"):
         raise ValueError(f"rank.backend must be hf or vllm (the rank protocol needs log-likelihoods), "
                          f"got {config.rank.backend!r}")
-    for per_run in ("output_dir", "seed"):
-        resolved.pop(per_run)
-    resolved["data"].pop("test_fold")
-    resolved.pop("balance")
-    config.recipe, config.task, config.backend = recipe, tasks[0], "lora"
-    config.training, config.training_config = training, resolved
-    config.data = DataSettings(**data)  # the training data config (eval run= inherits it, prompts included)
+    training_config = asdict(resolved)
+    for per_run in ("output_dir", "seed", "balance"):
+        training_config.pop(per_run)
+    training_config["data"].pop("test_fold")
+    config.kind, config.recipe, config.task, config.learner = "lora", recipe, tasks[0], "lora"
+    config.training, config.training_config = training, training_config
+    config.data = DataSettings(**asdict(resolved.data))  # the runs' data config (eval run= inherits it)
     return config
 
 
-def load_config(argv: Sequence[str]) -> CompareConfig:
-    if is_lora_recipe(argv):
-        config = load_lora_config(argv)
+def load_config(overrides: Sequence[str]) -> CompareConfig:
+    """The comparison of ``recipe=`` (a classifier recipe, or a LoRA recipe: see load_lora_config)."""
+    from ..settings import read_recipe, recipe_kind
+
+    recipes = [a.split("=", 1)[1] for a in overrides if a.split("=", 1)[0] == "recipe"]
+    rest = [a for a in overrides if a.split("=", 1)[0] != "recipe"]
+    if recipes and recipe_kind(read_recipe(recipes[-1])[1]) == "lora":
+        config = load_lora_config(recipes[-1], rest)
     else:
-        config = read_config(CompareConfig, argv, "compare")
+        config = read_config(CompareConfig, recipes[-1] if recipes else None, rest, "compare")
     names = config.strategies
     if names == "all" or names == ["all"]:
-        names = balance.strategies_for(config.backend)
+        names = strategies_for(config.learner)
     elif isinstance(names, str):
         names = [names]
-    balance.check_strategies(names, config.backend)
+    known = strategies_for(config.learner)
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"strategies {unknown} do not apply to learner={config.learner}; it takes: {', '.join(known)}")
     config.strategies = list(dict.fromkeys(names))
     if "none" not in config.strategies:
         config.strategies.insert(0, "none")  # the reference every strategy is tested against
-    config.output_dir = config.output_dir or f"runs/compare/{config.recipe or config.task}-{config.backend}"
+    config.output_dir = config.output_dir or f"runs/compare/{config.recipe or config.task}-{config.learner}"
     return config
 
 
 def run_settings(config: CompareConfig) -> dict:
     """The part of the config that shapes each run's result (hashed to refuse mixing)."""
     body = {k: v for k, v in asdict(config).items() if k not in NOT_HASHED}
-    for backend, sections in BACKEND_SECTIONS.items():
-        if backend != config.backend:  # the other backends' settings don't matter
+    for learner, sections in LEARNER_SECTIONS.items():
+        if learner != config.learner:  # the other learners' settings don't matter
             for section in sections:
                 body.pop(section)
-    if config.backend == "lora":
+    if config.learner == "lora":
         body.pop("balance")  # the classifiers' strategy parameters
         body["launch"].pop("keep_checkpoints")
     return body

@@ -3,7 +3,7 @@
 The run is two subprocesses, each a public entry point:
 
 1. ``python -m accelerate.commands.launch [--config_file F] [launch.args] -m rescue_train train recipe=R
-   <training overrides> seed=S data.test_fold=F balance.sampling=.. balance.class_weights=.. output_dir=RUN``
+   <training overrides> seed=S data.test_fold=F balance.strategy=S output_dir=RUN``
    (``accelerate launch``, so whatever accelerate config the user gives applies; ``resume=auto`` continues
    an interrupted run from its last checkpoint);
 2. ``python -m rescue_train eval run=RUN protocol=rank tasks=[task] ...``: the run's adapter, base model and
@@ -27,25 +27,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..classifiers import balance
 from ..classifiers.classifier import LabelSpace
+from ..settings import find_yaml
 from .config import CompareConfig
 
-SAMPLING = {None: "none", "sqrt": "sqrt", "balanced": "balanced"}  # Strategy.sampling -> balance.sampling
-CLASS_WEIGHTS = {None: "none", "inverse": "balanced", "sqrt_inverse": "sqrt"}  # -> balance.class_weights
-
-
 def balance_overrides(strategy_name: str) -> list[str]:
-    """The training overrides that make the recipe train under ``strategy_name``."""
-    strategy = balance.STRATEGIES[strategy_name]
-    return [f"balance.sampling={SAMPLING[strategy.sampling]}",
-            f"balance.class_weights={CLASS_WEIGHTS[strategy.weights]}"]
+    """The training override that makes the recipe train under ``strategy_name`` (the same name train takes)."""
+    return [f"balance.strategy={strategy_name}"]
 
 
 def training_command(config: CompareConfig, strategy: str, fold: int, seed: int, run_dir: Path) -> list[str]:
     launch = [sys.executable, "-m", "accelerate.commands.launch"]
     if config.launch.config_file:
-        launch += ["--config_file", config.launch.config_file]
+        launch += ["--config_file", str(find_yaml(config.launch.config_file, "configs/accelerate", "accelerate config"))]
     overrides = list(config.training)
     if not any(o.split("=", 1)[0] == "train.eval_steps" for o in overrides):
         # Only the test fold's ranking is used; the validation loss would cost time and nothing else.
@@ -110,7 +104,7 @@ def run_lora(config: CompareConfig, splits: dict, space: LabelSpace, strategy: s
             "seconds": round(time.time() - started, 3), "train_seconds": round(trained - started, 3),
             "train_counts": dict(zip(space.names, counts.tolist())),
             "sizes": {role: len(s) for role, s in splits.items()},
-            "backend_info": {"run_dir": str(run_dir), "adapter": str(run_dir / provenance["adapter"]),
+            "learner_info": {"run_dir": str(run_dir), "adapter": str(run_dir / provenance["adapter"]),
                              "balance": balance_overrides(strategy), "global_step": provenance.get("global_step"),
                              "train_metrics": provenance.get("metrics"),
                              "dropped_too_long": provenance.get("dropped_too_long"),

@@ -3,8 +3,8 @@
 Each folder is a finished comparison (``results.json`` and its ``runs/``), e.g. the classifiers'
 (``recipe=ssp_cls``) and the fine-tuned LLMs' (``recipe=ssp_lora``). They must share the task, the split
 manifest and the label set; the folds and seeds common to all are used. Strategy names get their
-comparison's backend as a prefix (``sklearn:inverse_freq``, ``lora:sqrt_sampling``; the folder name when
-two folders share a backend), and each strategy is tested against the ``none`` of its own comparison. The
+comparison's learner as a prefix (``sklearn:inverse_freq``, ``lora:sqrt_sampling``; the folder name when
+two folders share a learner), and each strategy is tested against the ``none`` of its own comparison. The
 statistics are computed afresh from the run records, so intervals, tests and Holm's correction cover the
 merged table.
 """
@@ -14,12 +14,13 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import List, Optional, Sequence
 
 from ..classifiers.classifier import LabelSpace
+from ..settings import meaning
 from .config import CompareConfig, EvalSettings
 
-MERGE_KEYS = ("merge", "output_dir", "plots", "evaluation")
 
 
 def _load(folder: Path) -> dict:
@@ -52,10 +53,10 @@ def merge(folders: Sequence[Path], out: Path, evaluation: EvalSettings, with_plo
     if not folds or not seeds:
         raise ValueError(f"merge: no fold and seed common to all comparisons (folds {[r['folds'] for r in loaded]}, "
                          f"seeds {[r['seeds'] for r in loaded]})")
-    backends = [r["backend"] for r in loaded]
-    prefixes = [b if backends.count(b) == 1 else Path(f).name for b, f in zip(backends, folders)]
+    learners = [r["learner"] for r in loaded]
+    prefixes = [b if learners.count(b) == 1 else Path(f).name for b, f in zip(learners, folders)]
     if len(set(prefixes)) < len(prefixes):
-        raise ValueError(f"merge: two comparisons share the backend and the folder name {prefixes}; rename one folder")
+        raise ValueError(f"merge: two comparisons share the learner and the folder name {prefixes}; rename one folder")
     records, references, summaries = [], {}, {}
     for folder, result, prefix in zip(folders, loaded, prefixes):
         for name, strategy in result["strategies"].items():
@@ -67,7 +68,7 @@ def merge(folders: Sequence[Path], out: Path, evaluation: EvalSettings, with_plo
                 record = json.loads((Path(folder) / run_file).read_text())
                 if record["fold"] in folds and record["seed"] in seeds:
                     records.append({**record, "strategy": merged_name, "file": str(Path(folder) / run_file)})
-    config = CompareConfig(task=loaded[0]["task"], backend="+".join(prefixes), strategies=list(summaries),
+    config = CompareConfig(task=loaded[0]["task"], learner="+".join(prefixes), strategies=list(summaries),
                            seeds=seeds, test_folds=folds, output_dir=str(out), evaluation=evaluation)
     space = LabelSpace([tuple(name.split(":", 1)) for name in loaded[0]["labels"]])
     try:
@@ -76,7 +77,7 @@ def merge(folders: Sequence[Path], out: Path, evaluation: EvalSettings, with_plo
         raise ValueError(f"merge: instance {exc} is missing from some comparison's predictions; were they built "
                          f"with other data settings (data.*)?") from None
     results["provenance"] = {
-        "merged": [{"folder": str(f), "backend": r["backend"], "prefix": p, "run_hash": r["provenance"]["run_hash"],
+        "merged": [{"folder": str(f), "learner": r["learner"], "prefix": p, "run_hash": r["provenance"]["run_hash"],
                     "config": r["provenance"]["config"]} for f, r, p in zip(folders, loaded, prefixes)],
         "evaluation": asdict(evaluation), "manifest_hash": manifests.pop(), "versions": versions(),
         "git_commit": git_commit(), "stats": STATS_NOTE}
@@ -85,28 +86,18 @@ def merge(folders: Sequence[Path], out: Path, evaluation: EvalSettings, with_plo
     return results
 
 
-def merge_main(argv: Sequence[str]) -> int:
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
+@dataclass
+class MergeConfig:
+    merge: List[str] = field(default_factory=list, metadata=meaning("two or more finished comparison folders"))
+    output_dir: Optional[str] = field(default=None, metadata=meaning("the merged results.json, results.md, plots"))
+    plots: bool = field(default=True, metadata=meaning("write the PNG plots"))
+    evaluation: EvalSettings = field(default_factory=EvalSettings)
 
-    from ..settings import rename
-    from .config import RENAMED
 
-    overrides = rename([a.lstrip("+") for a in argv], RENAMED)
-    unknown = [a for a in overrides if a.split("=", 1)[0].split(".")[0] not in MERGE_KEYS]
-    if unknown:
-        raise ValueError(f"compare merge takes {', '.join(MERGE_KEYS)}; got {unknown}")
-    try:
-        cfg = OmegaConf.from_dotlist(overrides)
-        evaluation = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(EvalSettings),
-                                                         cfg.get("evaluation", {})))
-    except OmegaConfBaseException as exc:
-        raise ValueError(f"bad compare merge setting: {exc}".splitlines()[0]) from exc
-    folders = [Path(str(f)) for f in (cfg.merge if not isinstance(cfg.merge, str) else [cfg.merge])]
-    if len(folders) < 2 or not cfg.get("output_dir"):
+def load_merge_config(overrides: Sequence[str]) -> MergeConfig:
+    from ..settings import compose
+
+    config: MergeConfig = compose(MergeConfig, overrides, "compare merge")
+    if len(config.merge) < 2 or not config.output_dir:
         raise ValueError("usage: rescue-train compare merge=[DIR,DIR,...] output_dir=DIR (two or more comparisons)")
-    out = Path(str(cfg.output_dir))
-    results = merge(folders, out, evaluation, bool(cfg.get("plots", True)))
-    print((out / "results.md").read_text())
-    print(f"wrote {out}/results.json, results.md" + "".join(f", {p}" for p in results.get("plots", [])))
-    return 0
+    return config

@@ -29,9 +29,9 @@ def _delta(test: dict | None) -> str:
 def markdown(results: dict) -> str:
     cols = ("accuracy", "macro_f1", "balanced_accuracy", "weighted_f1", "mrr", "head_recall", "medium_recall",
             "tail_recall")
-    lines = [f"# Rebalancing strategies: {results['task']} ({results['backend']})", "",
+    lines = [f"# Rebalancing strategies: {results['task']} ({results['learner']})", "",
              f"Folds {results['folds']}, seeds {results['seeds']}; percent, 95% bootstrap interval over units in "
-             f"brackets. Δ = difference from the strategy's reference (`none` of its backend) with its paired "
+             f"brackets. Δ = difference from the strategy's reference (`none` of its learner) with its paired "
              f"bootstrap interval, the two-sided p-value of a paired permutation test over units and its "
              f"Holm-adjusted value (family: every test of that metric in this report). "
              f"Groups by share of the scenario's training instances: head ≥ {results['groups_rule']['head']:.0%}, "

@@ -1,4 +1,4 @@
-"""The comparison's runs: data preparation, one (strategy, test fold, seed) run per backend, resuming, and
+"""The comparison's runs: data preparation, one (strategy, test fold, seed) run per learner, resuming, and
 the ``compare`` entry that ties runs, statistics and report together."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ STATS_NOTE = {"interval": "percentile bootstrap over units",
 def run_one(config: CompareConfig, splits: dict, space: LabelSpace, strategy_name: str, fold: int, seed: int,
             work_dir: Path, cache: dict) -> dict:
     """Train and predict one (strategy, fold, seed) of the comparison; returns the JSON-ready run record."""
-    if config.backend == "lora":
+    if config.learner == "lora":
         from .lora import run_lora
 
         return run_lora(config, splits, space, strategy_name, fold, seed, work_dir)
@@ -53,7 +53,7 @@ def run_all(config: CompareConfig, out: Path, rows, manifest, space: LabelSpace,
     if config.dry_run:
         jobs = [job for job in jobs if job not in todo] or todo[:1]
     records, cache = [], {}
-    for job in tqdm(jobs, desc=f"compare {config.task} ({config.backend})", unit="run"):
+    for job in tqdm(jobs, desc=f"compare {config.task} ({config.learner})", unit="run"):
         strategy, fold, seed = job
         path = path_of[job]
         if path.exists():
@@ -64,7 +64,7 @@ def run_all(config: CompareConfig, out: Path, rows, manifest, space: LabelSpace,
         else:
             splits = fold_data(rows, manifest, space, fold)
             record = {"run_hash": run_hash, **run_one(config, splits, space, strategy, fold, seed, out / "work", cache)}
-            trained_on = record["backend_info"].get("manifest_hash", manifest.hash)
+            trained_on = record["learner_info"].get("manifest_hash", manifest.hash)
             if trained_on != manifest.hash:  # a LoRA run converts its own data: it must split it the same way
                 raise ValueError(f"run {strategy} fold {fold} seed {seed} was trained on split manifest {trained_on}, "
                                  f"the comparison uses {manifest.hash}")

@@ -1,7 +1,8 @@
 """The comparison's statistics: headline metrics from confusion matrices, unit bootstrap intervals, paired
 permutation tests over units with Holm's correction, and the summary of all runs.
 
-Uncertainty: 95% percentile bootstrap intervals resample units (couples / families), not rows. Each
+Uncertainty: 95% percentile bootstrap intervals resample units (couples / families), not rows, within
+scenario (scoring/uncertainty.py's cluster bootstrap, the evaluator's too; a scope with one unit gets none). Each
 strategy is compared with its reference (``none``) on the same instances by a paired permutation test over
 units (``scipy.stats.permutation_test``, ``permutation_type="samples"``: a unit's predictions of the two
 strategies are swapped or not): exact, over all 2^u swap patterns, when 2^u is at most
@@ -17,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from ..classifiers import balance
 from ..classifiers.classifier import LabelSpace
-from .config import CompareConfig, EvalSettings
+from ..scoring.uncertainty import Bootstrap, cluster_bootstrap
+from .config import CompareConfig, EvalSettings, strategy_summary
 
 HEADLINE = ("accuracy", "macro_f1", "balanced_accuracy", "weighted_f1", "mrr",
             "head_recall", "medium_recall", "tail_recall")
@@ -102,14 +103,6 @@ def _number(x: float) -> float | None:
     return None if np.isnan(x) else float(x)
 
 
-def _interval(values: np.ndarray, confidence: float) -> list[float] | None:
-    kept = values[~np.isnan(values)]
-    if not len(kept):
-        return None
-    alpha = (1 - confidence) / 2
-    return [float(np.quantile(kept, alpha)), float(np.quantile(kept, 1 - alpha))]
-
-
 def paired_test(a: Predictions, b: Predictions, units: np.ndarray, n_classes: int, group_of: np.ndarray,
                 settings: EvalSettings) -> dict[str, dict[str, Any]]:
     """Paired permutation test over units of every headline metric, ``a`` minus ``b`` (two-sided).
@@ -149,37 +142,48 @@ def paired_test(a: Predictions, b: Predictions, units: np.ndarray, n_classes: in
 
 
 def scope_statistics(arrays: dict[str, Predictions], units: np.ndarray, n_classes: int, group_of: np.ndarray,
-                     settings: EvalSettings, references: dict[str, str] | None = None) -> dict[str, dict]:
+                     settings: EvalSettings, references: dict[str, str] | None = None,
+                     strata: np.ndarray | None = None) -> dict[str, dict]:
     """Point estimates, unit-bootstrap intervals, and paired tests of each strategy against its reference
-    (``references``: strategy -> reference strategy; default: every strategy but ``none`` against ``none``)."""
+    (``references``: strategy -> reference strategy; default: every strategy but ``none`` against ``none``).
+    ``strata`` (each instance's scenario) makes the bootstrap resample units within scenario."""
     if references is None:
         references = {name: "none" for name in arrays if name != "none"}
-    rng = np.random.default_rng(settings.stats_seed)
-    n_units = len(np.unique(units))
-    unit_index = np.unique(units, return_inverse=True)[1]
-    # One set of unit resamples shared by all strategies, so differences are paired.
-    draws = rng.integers(0, n_units, (settings.bootstrap, n_units))
-    unit_counts = np.stack([np.bincount(d, minlength=n_units) for d in draws]) if settings.bootstrap else \
-        np.zeros((0, n_units))
-    resample_weights = unit_counts[:, unit_index].astype(float)
+    unit_names, unit_index = np.unique(units, return_inverse=True)
+    unit_strata = np.zeros(len(unit_names), dtype=int) if strata is None else \
+        np.array([strata[unit_index == u][0] for u in range(len(unit_names))])
+    tested = [(name, reference) for name, reference in references.items() if name in arrays]
     ones = np.ones((1, len(units)))
 
     def metrics(p: Predictions, weights: np.ndarray) -> dict[str, np.ndarray]:
         return batch_metrics(p.gold, p.pred[:, None, :], p.rank[:, None, :], weights, n_classes, group_of)
 
+    def every_statistic(counts: np.ndarray) -> np.ndarray:
+        # One set of unit draws shared by all strategies, so that differences are paired.
+        weights = counts[:, unit_index]
+        scored = {name: metrics(p, weights) for name, p in arrays.items()}
+        return np.stack([scored[name][k] for name in arrays for k in HEADLINE] +
+                        [scored[name][k] - scored[ref][k] for name, ref in tested for k in HEADLINE])
+
+    drawn = cluster_bootstrap(every_statistic, unit_strata, draws=settings.bootstrap, seed=settings.stats_seed) \
+        if settings.bootstrap else None
+    row = {key: i for i, key in enumerate([(name, k) for name in arrays for k in HEADLINE] +
+                                          [(name, ref, k) for name, ref in tested for k in HEADLINE])}
+
+    def interval(*key) -> list[float] | None:
+        return drawn.interval(row[key], settings.confidence) if isinstance(drawn, Bootstrap) else None
+
     estimates = {name: metrics(p, ones) for name, p in arrays.items()}
-    boots = {name: metrics(p, resample_weights) for name, p in arrays.items()}
     out = {}
     for name, p in arrays.items():
         result: dict[str, Any] = {"estimate": {k: _number(estimates[name][k][0]) for k in HEADLINE},
-                                  "ci": {k: _interval(boots[name][k], settings.confidence) for k in HEADLINE}}
+                                  "ci": {k: interval(name, k) for k in HEADLINE}}
         reference = references.get(name)
         if reference is not None:
             tests = paired_test(p, arrays[reference], units, n_classes, group_of, settings) \
                 if settings.permutations > 0 else {}
             result["vs_none"] = {k: {"reference": reference, "difference": _number(
-                estimates[name][k][0] - estimates[reference][k][0]),
-                "ci": _interval(boots[name][k] - boots[reference][k], settings.confidence),
+                estimates[name][k][0] - estimates[reference][k][0]), "ci": interval(name, reference, k),
                 "p_value": tests.get(k, {}).get("p_value"), "test": tests.get(k, {}).get("test")}
                 for k in HEADLINE}
         out[name] = result
@@ -225,7 +229,7 @@ def summarise(config: CompareConfig, records: list[dict], space: LabelSpace, ref
               summaries: dict[str, str] | None = None) -> tuple[dict, dict]:
     """Every statistic of the comparison from its run records. ``references`` (strategy -> the strategy
     it is tested against; default ``none``) and ``summaries`` (strategy -> one line) serve merged
-    comparisons, whose strategy names carry their backend."""
+    comparisons, whose strategy names carry their learner."""
     from ..scoring.metrics import aggregate
 
     seeds = list(config.seeds)
@@ -254,13 +258,13 @@ def summarise(config: CompareConfig, records: list[dict], space: LabelSpace, ref
         sub = {s: Predictions(p.gold[keep], p.pred[:, keep], p.rank[:, keep]) for s, p in arrays.items()}
         scopes[scope] = {"n": int(keep.sum()), "units": int(len(set(units[keep]))),
                          "strategies": scope_statistics(sub, units[keep], len(space), group_of, config.evaluation,
-                                                        references)}
+                                                        references, strata=scenario[keep])}
     add_holm(scopes)
     strategies, confusions = {}, {}
     for s, p in arrays.items():
         records_s = by_strategy[s]
         strategies[s] = {
-            "summary": (summaries or {}).get(s) or balance.STRATEGIES[s].summary, "per_class": per_class(p, space),
+            "summary": (summaries or {}).get(s) or strategy_summary(s, config.learner), "per_class": per_class(p, space),
             "paper_metrics_by_seed": {seed: aggregate(config.task, [x for r in records_s if r["seed"] == seed
                                                                    for x in r["predictions"]], label_spaces)
                                       for seed in seeds},
@@ -272,7 +276,7 @@ def summarise(config: CompareConfig, records: list[dict], space: LabelSpace, ref
     for name in strategies[first]["per_class"]:
         table[name] = {"group": groups[name], "support": strategies[first]["per_class"][name]["support"],
                        **{s: strategies[s]["per_class"][name]["recall"] for s in strategies}}
-    results = {"task": config.task, "backend": config.backend, "folds": sorted({r["fold"] for r in reference}),
+    results = {"task": config.task, "learner": config.learner, "folds": sorted({r["fold"] for r in reference}),
                "seeds": seeds, "labels": space.names, "groups": groups,
                "groups_rule": {"head": config.evaluation.head_share, "tail": config.evaluation.tail_share},
                "training_counts_over_folds": train_counts, "scopes": scopes, "strategies": strategies,

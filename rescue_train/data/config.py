@@ -7,13 +7,11 @@ evaluation prompts are the training prompts.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import typing
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ..settings import deprecated, meaning, type_name
+from ..settings import meaning
 
 ANSWER_FORMATS = ("label", "json")
 MODES = ("dialogue", "audio", "visual", "audiovisual")
@@ -59,7 +57,7 @@ class BuildOptions:
     def __post_init__(self):
         if self.context is not None and self.context < -1:
             raise ValueError(f"context must be -1 (all prior rows), 0 (none) or a positive count, got {self.context}")
-        if self.stp_targets not in ("collapse", "set"):
+        if self.stp_targets not in STP_TARGETS:
             raise ValueError(f"stp_targets must be 'collapse' or 'set', got {self.stp_targets!r}")
         if self.rsg_condition not in RSG_CONDITIONS:
             raise ValueError(f"rsg_condition must be one of {', '.join(RSG_CONDITIONS)}, got {self.rsg_condition!r}")
@@ -88,7 +86,9 @@ class DataConfig:
     mode: str = field(default="dialogue", metadata=meaning(f"which cues the prompt shows: {' | '.join(MODES)}"))
     answer_format: str = field(default="label", metadata=meaning(
         "label: the bare label; json: the paper's JSON answers"))
-    split: str = field(default="kfold", metadata=meaning("split scheme: " + " | ".join(SPLITS)))
+    split: str = field(default="kfold", metadata=meaning(
+        "kfold (grouped folds) | holdout | none (every sample is test: the whole benchmark) | leave_one_unit_out "
+        "(baselines only); training takes kfold or holdout"))
     folds: int = field(default=5, metadata=meaning("number of grouped folds (data.split=kfold)"))
     split_seed: int = field(default=0, metadata=meaning("seed of the split manifest"))
     test_fold: int = field(default=0, metadata=meaning("the held-out fold (data.split=kfold)"))
@@ -124,91 +124,8 @@ def validate(data: DataConfig, prefix: str = "data.") -> None:
         raise ValueError(f"{prefix}context: expected -1, 0 or a positive count, got {data.context}")
     if data.split == "kfold" and data.folds < 2:
         raise ValueError(f"{prefix}folds: k-fold needs at least 2 folds, got {data.folds}")
-    if data.split == "kfold" and not 0 <= data.test_fold < data.folds:
+    if data.split == "kfold" and data.test_fold is not None and not 0 <= data.test_fold < data.folds:
         raise ValueError(f"{prefix}test_fold: expected a fold in 0..{data.folds - 1}, got {data.test_fold}")
-
-
-# Old spellings of the key=value commands -> the data.* key. Train, compare and the saved run configs
-# nested the build options under data.build and used k/seed/scheme.
-RENAMED = {
-    **{f"data.build.{k}": f"data.{k}" for k in ("context", "rpp_definition", "rpp_include_current", "stp_targets",
-                                               "ssp_target_emotion", "rsg_condition", "rsg_min_words",
-                                               "rsg_per_sample")},
-    "data.scheme": "data.split", "data.k": "data.folds", "data.seed": "data.split_seed",
-}
-# eval's old top-level keys
-EVAL_RENAMED = {**RENAMED, **{k: f"data.{k}" for k in ("context", "mode", "rpp_definition", "stp_targets",
-                                                       "ssp_target_emotion", "folds", "test_fold", "manifest")},
-                "split": "data.split"}
-
-
-def source_shortcut(overrides: list[str], groups: tuple[str, ...] = (), warn: bool = False) -> list[str]:
-    """``data=PATH`` (a path or hub id, not one of the config ``groups``) means ``data.source=PATH``; ``warn``
-    where ``data=`` is an old spelling (eval)."""
-    out = []
-    for arg in overrides:
-        key, sep, value = arg.partition("=")
-        if key == "data" and sep and value not in groups:
-            if warn:
-                deprecated("data= is deprecated; use data.source=")
-            out.append(f"data.source={value}")
-        else:
-            out.append(arg)
-    return out
-
-
-# ------------------------------------------------------------------------------------------ flag commands
-
-class Renamed(argparse.Action):
-    """An old flag: warns and stores into the new one's destination."""
-
-    def __init__(self, *args, new: str = "", **kwargs):
-        self.new = new
-        super().__init__(*args, **kwargs)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        deprecated(f"{option_string} is deprecated; use {self.new}")
-        setattr(namespace, self.dest, values)
-
-
-def add_flags(parser: argparse.ArgumentParser, include: tuple[str, ...] | None = None, exclude: tuple[str, ...] = (),
-              splits: tuple[str, ...] = ("kfold", "holdout", "none"), defaults: dict[str, Any] | None = None) -> None:
-    """The data configuration as flags (``--split-seed``), with the schema's types, defaults and meanings; the
-    source is each command's positional argument."""
-    defaults = {**{f.name: f.default for f in dataclasses.fields(DataConfig)}, **(defaults or {})}
-    types = typing.get_type_hints(DataConfig)
-    choices = {"rpp_definition": list(RPP_DEFINITIONS), "stp_targets": list(STP_TARGETS), "mode": list(MODES),
-               "rsg_condition": list(RSG_CONDITIONS),
-               "answer_format": list(ANSWER_FORMATS), "split": list(splits)}
-    group = parser.add_argument_group("data (the same settings as data.* in train, compare and eval)")
-    for f in dataclasses.fields(DataConfig):
-        if f.name == "source" or f.name in exclude or (include is not None and f.name not in include):
-            continue
-        flag = "--" + f.name.replace("_", "-")
-        shown = defaults[f.name] is not None and defaults[f.name] is not False
-        help_text = f.metadata["help"].replace("%", "%%") + (f" (default: {defaults[f.name]})" if shown else "")
-        if f.name == "split":
-            help_text = "split scheme: " + "; ".join(f"{k}: {SPLITS[k]}" for k in splits) + \
-                f" (default: {defaults['split']})"
-        if type_name(types[f.name]).startswith("bool"):
-            group.add_argument(flag, dest=f.name, action="store_true", help=help_text)
-            continue
-        kind = int if type_name(types[f.name]).startswith("int") else str
-        group.add_argument(flag, dest=f.name, type=kind, default=defaults[f.name], choices=choices.get(f.name),
-                           help=help_text)
-    if include is None or "split_seed" in include:
-        group.add_argument("--seed", dest="split_seed", type=int, action=Renamed, new="--split-seed",
-                           help=argparse.SUPPRESS)
-    if include is None or "answer_format" in include:
-        group.add_argument("--format", dest="answer_format", choices=list(ANSWER_FORMATS), action=Renamed,
-                           new="--answer-format", help=argparse.SUPPRESS)
-
-
-def from_flags(args: argparse.Namespace) -> DataConfig:
-    """The DataConfig of parsed flags (fields a command has no flag for keep their defaults)."""
-    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(DataConfig)
-             if getattr(args, f.name, None) is not None}
-    return DataConfig(**given)
 
 
 def plain(data: DataConfig) -> DataConfig:
@@ -216,11 +133,10 @@ def plain(data: DataConfig) -> DataConfig:
     return DataConfig(**{f.name: getattr(data, f.name) for f in dataclasses.fields(DataConfig)})
 
 
-def from_mapping(tree: Any, quiet: bool = True) -> DataConfig:
-    """A saved ``data`` section (of a run's config.yaml, in any spelling so far) as a DataConfig."""
-    from ..settings import load, rename_in
+def from_mapping(tree: Any) -> DataConfig:
+    """A saved ``data`` section (of a run's config.yaml) as a DataConfig; keys of a command's own subclass (a
+    classifier run's ``converted``) are left out."""
+    from ..settings import load
 
-    plain = dict(tree or {})
-    renamed = rename_in({"data": plain}, RENAMED, "config", quiet=quiet)
     known = {f.name for f in dataclasses.fields(DataConfig)}
-    return load(DataConfig, [{k: v for k, v in renamed["data"].items() if k in known}], "data")
+    return load(DataConfig, [{k: v for k, v in dict(tree or {}).items() if k in known}], "data")

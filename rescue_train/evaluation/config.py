@@ -13,17 +13,19 @@ import json
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
-from ..data.config import EVAL_RENAMED, DataConfig, from_mapping, source_shortcut
+from ..data.config import DataConfig, from_mapping
 from ..inference import BACKENDS
-from ..inference.options import STRUCTURED, TOKEN_PARAMS, ApiOptions, EngineOptions, reasons
+from ..inference.options import ApiOptions, EngineOptions, check_api, reasons
 from ..scoring.bertscore import BertScoreConfig
 from ..scoring.judge import VP_SCALES, JudgeConfig
-from ..settings import ConfigError, as_list, deprecated, dotlist, load, meaning, rename, rename_in
+from ..scoring.metrics import JUDGE_ON_FAILURE
+from ..settings import ConfigError, as_list, compose, dotlist, find_yaml, meaning, read_yaml
 from ..tasks import TASKS
 
 PROTOCOLS = ("sft", "paper", "rank")
+SWITCHES = {"judge": {"backend": "none"}, "bertscore": {"model": "none"}}  # judge=none, bertscore=none
 
 # Answer budgets for models that reason before answering (the reasoning tokens count against the budget):
 # large enough not to cut a reasoning model short, still a bound on runaway answers. max_new_tokens
@@ -72,18 +74,6 @@ RUNTIME_KEYS = ("output_dir", "overwrite", "batch_size", "chunk", "progress", "c
                 "timeout", "token_param", "gpu_memory_utilization", "include_base", "adapter")
 
 
-def _shortcuts(argv: list[str]) -> list[str]:
-    """``judge=none`` / ``bertscore=none`` switch a whole section off."""
-    out = []
-    for arg in argv:
-        key, _, value = arg.partition("=")
-        if key in ("judge", "bertscore") and value.lower() in ("none", "null", "off", "false"):
-            out.append(f"{key}.{'backend' if key == 'judge' else 'model'}=none")
-        else:
-            out.append(arg)
-    return out
-
-
 def _repeated(argv: list[str], keys: tuple[str, ...]) -> list[str]:
     """``run=a run=b`` (a key given several times) means the list ``run=[a,b]``."""
     out, merged = [], {}
@@ -98,40 +88,22 @@ def _repeated(argv: list[str], keys: tuple[str, ...]) -> list[str]:
     return [f"{a}=[{','.join(merged[a])}]" if a in merged else a for a in out]
 
 
-# eval's own old spellings (the data.* ones are in rescue_train.data.config.EVAL_RENAMED)
-RENAMED = {**EVAL_RENAMED, "output": "output_dir", "config": "recipe"}
-
-
-def load_config(argv: list[str]) -> EvalConfig:
-    """Defaults, then ``recipe=NAME|FILE.yaml`` if given, then what ``run=`` inherits, then the ``key=value``
-    overrides; validated."""
-    from omegaconf import OmegaConf
-
-    from ..settings import recipe_path
-
-    argv = _repeated(rename(source_shortcut(_shortcuts(list(argv)), warn=True), RENAMED), ("run", "adapter"))
-    if "data.split=run" in argv:  # the old way to name the adapters' own training runs
-        deprecated("split=run is deprecated; use run=RUN_DIR (instead of adapter=RUN_DIR)")
-        argv = [a for a in argv if a != "data.split=run"]
-        argv = [f"run={a.split('=', 1)[1]}" if a.startswith("adapter=") else a for a in argv]
-    cli = dotlist(argv, "eval")
-    splits = (cli.get("data") or {}).get("split") in ("kfold", "holdout")
-    if "seed" in cli and splits and "split_seed" not in cli["data"]:  # seed= used to seed the split too
-        deprecated("seed= now only seeds the backend; the split seed is data.split_seed (set to the same here)")
-        cli.setdefault("data", {})["split_seed"] = cli["seed"]
+def load_config(overrides: Sequence[str]) -> EvalConfig:
+    """Defaults <- ``recipe=NAME`` (an eval block, configs/eval/NAME.yaml, or your own YAML) <- what ``run=``
+    inherits <- the ``key=value`` overrides; validated. ``judge=none`` and ``bertscore=none`` switch a section off
+    (on the command line or in YAML); ``data=NAME`` merges a data block, ``data=PATH`` is ``data.source=PATH``."""
+    overrides = _repeated(list(overrides), ("run", "adapter"))
+    cli = dotlist(overrides, "eval")
     layers: list[dict] = []
     recipe = cli.pop("recipe", None)
+    overrides = [a for a in overrides if a.split("=", 1)[0] != "recipe"]
     if recipe:
-        path = recipe_path(str(recipe), "eval")
-        tree = rename_in(OmegaConf.to_container(OmegaConf.load(path)), RENAMED, str(path))
-        if tree.get("data", {}).get("split") == "run":
-            deprecated(f"{path}: split: run is deprecated; give run=RUN_DIR")
-            tree["data"].pop("split")
-        layers.append(tree)
+        layers.append(read_yaml(find_yaml(str(recipe), "configs/eval", "eval recipe")))
     runs = as_list(cli.get("run")) or as_list(next((layer.get("run") for layer in layers if layer.get("run")), None))
     if runs:
         layers.append(inherited(runs, cli))
-    cfg: EvalConfig = load(EvalConfig, [*layers, cli], "eval")
+    cfg: EvalConfig = compose(EvalConfig, overrides, "eval", base=layers, groups={"data": "configs/data"},
+                              shorthand={"data": "data.source"}, off=SWITCHES)
     validate(cfg)
     return cfg
 
@@ -139,14 +111,12 @@ def load_config(argv: list[str]) -> EvalConfig:
 def inherited(runs: list[str], cli: dict) -> dict:
     """What ``run=`` folders fix: their data configuration (with the run's manifest), model and adapter.
     Explicit ``data.*`` overrides that differ from the runs' are kept with a warning naming the key."""
-    from omegaconf import OmegaConf
-
     datas, models, adapters = [], set(), []
     for entry in runs:
         folder = Path(entry).expanduser()
         if not (folder / "config.yaml").is_file() or not (folder / "provenance.json").is_file():
             raise ConfigError(f"run={entry}: not a training run folder (config.yaml and provenance.json expected)")
-        saved = OmegaConf.to_container(OmegaConf.load(folder / "config.yaml"))
+        saved = read_yaml(folder / "config.yaml")
         provenance = json.loads((folder / "provenance.json").read_text())
         data = from_mapping(saved.get("data", {}))
         manifest = provenance.get("split_manifest")
@@ -187,13 +157,11 @@ def validate(cfg: EvalConfig) -> None:
     choose("rank_score", cfg.rank_score, ("sum", "mean"))
     choose("judge.backend", cfg.judge.backend, ("none", *BACKENDS))
     choose("judge.vp_scale", cfg.judge.vp_scale, VP_SCALES)
-    for prefix, section in (("", cfg), ("judge.", cfg.judge)):
-        choose(f"{prefix}token_param", section.token_param, TOKEN_PARAMS)
-        choose(f"{prefix}structured", section.structured, STRUCTURED)
-        if section.timeout <= 0 or section.max_retries < 0 or section.concurrency < 1:
-            raise ValueError(f"{prefix}timeout must be > 0, {prefix}max_retries >= 0 and {prefix}concurrency >= 1")
-        if section.extra_body is not None and not isinstance(section.extra_body, dict):
-            raise ValueError(f"{prefix}extra_body must be a mapping, e.g. '{prefix}extra_body={{top_k: 20}}'")
+    choose("judge.on_failure", cfg.judge.on_failure, JUDGE_ON_FAILURE)
+    if cfg.judge.retries is not None and cfg.judge.retries < 0:
+        raise ValueError(f"judge.retries must be 0 or more, got {cfg.judge.retries}")
+    check_api(cfg)
+    check_api(cfg.judge, "judge.")
     cfg.tasks = [t.lower() for t in as_list(cfg.tasks)]
     cfg.run = as_list(cfg.run) or None
     for task in cfg.tasks:

@@ -6,6 +6,14 @@
   per scenario, each model followed by the human reference where the task scores one (RSG: the real
   therapists' turns under the same judge);
 * parse failures and judged counts per task;
+* error bars: our cells read ``value ± half-width`` of the 95% interval of results.json's ``uncertainty``
+  (computed from the records for results written without one), ``*`` where it rests on fewer than 10
+  clusters; cells without an interval list why under the table; the paper's rows have no per-instance
+  data, hence no interval, and are not comparable;
+* paired comparisons (two or more results): each result minus the reference (the first, or ``against``) on
+  the instances both scored, per task, scenario and metric, Holm-corrected over the cells of one comparison
+  (``comparisons.json``, a Δ table, a forest plot per task);
+* a power section: the smallest difference each metric can detect at 80% power and alpha 0.05;
 * plots (``--out``): per-class recall and confusion matrices per scenario for the tasks with a fixed label
   set (ITP, RPP, SSP).
 
@@ -15,13 +23,20 @@ RESULTS are results.json files or run folders holding one.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 from .. import paper
 from ..data import taxonomy
-from ..scoring.metrics import NO_ANSWER, table5_row, task_labels, top1
-from ..tasks import TASKS, report_columns
+from ..io import write_json_atomic
+from ..scoring.metric_uncertainty import paired_differences, result_uncertainty
+from ..scoring.metrics import NO_ANSWER, SCOPES, table5_row, task_labels, top1
+from ..scoring.uncertainty import BOOTSTRAP_DRAWS, BOOTSTRAP_SEED, FEW_CLUSTERS, holm, minimal_detectable_difference
+from ..tasks import TASKS, ReportColumn, report_columns
+
+ALPHA, POWER = 0.05, 0.8
+EXPECTED_ACCURACY = "expected_accuracy"
 
 
 def load_results(path: str | Path) -> dict[str, Any]:
@@ -36,6 +51,8 @@ def load_results(path: str | Path) -> dict[str, Any]:
 
 
 def name_of(results: dict[str, Any]) -> str:
+    if "report_name" in results:
+        return results["report_name"]
     cfg = results.get("config", {})
     name = f"{results.get('label', '?')} [{cfg.get('protocol', '?')}]"
     if cfg.get("judge", {}).get("vp_scale") == "ref0to6":
@@ -43,31 +60,95 @@ def name_of(results: dict[str, Any]) -> str:
     return name
 
 
-def cell(column: str, value: float | None) -> str:
+def tell_apart(results: Sequence[dict[str, Any]]) -> None:
+    """Results that would share a name in the tables (one model and protocol, other settings) are named
+    after their folders too (``report_name``), so that rows, comparisons and plot files stay apart."""
+    names = [name_of(r) for r in results]
+    for r, name in zip(results, names):
+        if names.count(name) > 1 and "report_name" not in r:
+            r["report_name"] = f"{name} ({Path(r.get('output_dir') or '?').name})"
+
+
+def uncertainty_of(results: dict[str, Any]) -> dict[str, Any]:
+    """results.json's ``uncertainty``; for results written before it existed, computed from the records
+    (once: kept in the loaded document)."""
+    if "uncertainty" not in results:
+        records = results.get("records", [])
+        results["uncertainty"] = {
+            task: result_uncertainty(task, [r for r in records if r["task"] == task], task_labels(task), scopes)
+            for task, scopes in results["aggregates"].items() if task in TASKS}
+    return results["uncertainty"]
+
+
+def _column_task() -> dict[str, str]:
+    return {c.key: t.name for t in TASKS.values() for c in t.report_columns}
+
+
+def _row_errors(results: dict[str, Any], scope: str, source: str = "") -> dict[str, dict | None]:
+    """Column key -> the uncertainty entry of that cell (``source``: ``human.`` for the real turns)."""
+    uncertainty, known = uncertainty_of(results), report_columns()
+    return {key: uncertainty.get(task, {}).get(scope, {}).get(source + known[key].metric)
+            for key, task in _column_task().items()}
+
+
+def cell(column: str, value: float | None, error: dict | None = None) -> str:
+    """A table cell: the value, and ``± half-width`` of its interval when it has one (``*``: fewer than
+    FEW_CLUSTERS clusters)."""
     if value is None:
         return "–"
-    return f"{value:.{report_columns()[column].digits}f}"
+    spec = report_columns()[column]
+    text = f"{value:.{spec.digits}f}"
+    if error and error.get("ci"):
+        half = (error["ci"][1] - error["ci"][0]) / 2 * spec.scale
+        text += f" ± {half:.{spec.digits}f}" + ("*" if error.get("few_clusters") else "")
+    return text
 
 
-def _table(rows: Sequence[tuple[str, dict[str, float | None]]], columns: Sequence[str] = paper.TABLE5_COLUMNS) -> str:
+Row = tuple[str, dict[str, float | None], dict[str, dict | None]]
+
+
+def _table(rows: Sequence[Row], columns: Sequence[str] = paper.TABLE5_COLUMNS) -> str:
     known = report_columns()
     lines = ["| Model | " + " | ".join(known[c].header for c in columns) + " |",
              "|---|" + "---:|" * len(columns)]
-    lines += ["| " + name + " | " + " | ".join(cell(c, values.get(c)) for c in columns) + " |" for name, values in rows]
-    return "\n".join(lines)
+    lines += ["| " + name + " | " + " | ".join(cell(c, values.get(c), errors.get(c)) for c in columns) + " |"
+              for name, values, errors in rows]
+    return "\n".join(lines + _why_no_interval(rows, columns))
+
+
+def _why_no_interval(rows: Sequence[Row], columns: Sequence[str]) -> list[str]:
+    """One line per reason, naming the rows and columns whose value has no interval."""
+    known, reasons = report_columns(), {}
+    for name, values, errors in rows:
+        for c in columns:
+            error = errors.get(c)
+            if values.get(c) is not None and error and not error.get("ci"):
+                headers = reasons.setdefault(error.get("reason") or "no interval", {}).setdefault(name, [])
+                headers += [] if known[c].header in headers else [known[c].header]
+    if not reasons:
+        return []
+    lines = [""]
+    for reason, where in reasons.items():
+        shown = "; ".join(f"{name} ({', '.join(headers)})" for name, headers in where.items())
+        lines.append(f"No interval: {reason}: {shown}.  ")
+    return lines
+
+
+def _paper_rows(table: dict[str, dict[str, float | None]], names: Sequence[str]) -> list[Row]:
+    return [(f"{m} (paper)", table[m], {}) for m in names]
 
 
 def table5(results: Sequence[dict[str, Any]], with_paper: bool = True) -> str:
-    rows = [(f"{m} (paper)", paper.TABLE5[m]) for m in paper.TABLE5_MODELS] if with_paper else []
-    rows += [(name_of(r), r["table5"]["both"]) for r in results]
+    rows = _paper_rows(paper.TABLE5, paper.TABLE5_MODELS) if with_paper else []
+    rows += [(name_of(r), r["table5"]["both"], _row_errors(r, "both")) for r in results]
     return _table(rows)
 
 
 def table11(results: Sequence[dict[str, Any]], with_paper: bool = True) -> str:
     parts = []
     for scope in paper.TABLE11_SCENARIOS:
-        rows = [(f"{m} (paper)", paper.TABLE11[m][scope]) for m in paper.TABLE11] if with_paper else []
-        rows += [(name_of(r), r["table5"][scope]) for r in results]
+        rows = [(f"{m} (paper)", paper.TABLE11[m][scope], {}) for m in paper.TABLE11] if with_paper else []
+        rows += [(name_of(r), r["table5"][scope], _row_errors(r, scope)) for r in results]
         parts.append(f"#### {scope.capitalize()}\n\n{_table(rows)}")
     return "\n\n".join(parts)
 
@@ -87,10 +168,11 @@ def further_tasks(results: Sequence[dict[str, Any]]) -> str:
             for r in results:
                 if scope not in r["aggregates"].get(task.name, {}):
                     continue
-                rows.append((name_of(r), table5_row(r["aggregates"], scope)))
+                rows.append((name_of(r), table5_row(r["aggregates"], scope), _row_errors(r, scope)))
                 human = table5_row(r["aggregates"], scope, source="human")
                 if any(human.get(c) is not None for c in columns):
-                    rows.append((f"real therapists (same judge as {name_of(r)})", human))
+                    rows.append((f"real therapists (same judge as {name_of(r)})", human,
+                                 _row_errors(r, scope, "human.")))
             if rows:
                 parts.append(f"#### {task.name.upper()}, {scope}\n\n{_table(rows, columns)}")
     return "\n\n".join(parts)
@@ -108,15 +190,241 @@ def failures(results: Sequence[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def render(results: Sequence[dict[str, Any]], with_paper: bool = True) -> str:
+# ---------------------------------------------------------------- paired comparisons and power
+
+def compared_metrics(task: str) -> list[str]:
+    """What a comparison tests per task: its table columns, and the expected accuracy of the rank protocol."""
+    metrics = [c.metric for c in TASKS[task].report_columns]
+    return metrics + ([EXPECTED_ACCURACY] if TASKS[task].closed_set else [])
+
+
+def reference_index(results: Sequence[dict[str, Any]], paths: Sequence[str], against: str | None) -> int:
+    """Which result the others are compared with: the first, or the one ``against`` names (its path as given,
+    its label or its name in the tables)."""
+    if against is None:
+        return 0
+    tell_apart(results)
+    matches = [i for i, (r, p) in enumerate(zip(results, paths))
+               if against in (p, str(Path(p)), r.get("label"), name_of(r))]
+    if len(matches) != 1:
+        shown = ", ".join(f"{name_of(r)} ({p})" for r, p in zip(results, paths))
+        raise ValueError(f"--against {against!r} names {'no' if not matches else 'more than one'} result; "
+                         f"the results are: {shown}")
+    return matches[0]
+
+
+def compare_results(results: Sequence[dict[str, Any]], reference: int = 0) -> list[dict[str, Any]]:
+    """Every other result minus ``results[reference]`` on the instances both scored: the cells of
+    ``comparisons.json`` (``p_holm``: Holm over the cells of one comparison, i.e. one result against the
+    reference)."""
+    base = results[reference]
+    cells = []
+    for i, other in enumerate(results):
+        if i == reference:
+            continue
+        comparison = []
+        for task in other["aggregates"]:
+            if task not in TASKS or task not in base["aggregates"]:
+                continue
+            mine = [r for r in other.get("records", []) if r["task"] == task]
+            theirs = [r for r in base.get("records", []) if r["task"] == task]
+            if not all("id" in r for r in mine + theirs):
+                continue  # results written without instance ids cannot be paired
+            comparison += paired_differences(task, mine, theirs, task_labels(task), compared_metrics(task))
+        for cell_, p in zip(comparison, holm([c["p"] for c in comparison])):
+            cell_["p_holm"] = p
+        cells += [{"result": name_of(other), "against": name_of(base), **c} for c in comparison]
+    return cells
+
+
+def _display(task: str, metric: str) -> ReportColumn:
+    for column in TASKS[task].report_columns:
+        if column.metric == metric:
+            return column
+    if metric == EXPECTED_ACCURACY:
+        return ReportColumn(f"{task}_expected_accuracy", metric, f"{task.upper()} expected acc.", 100)
+    return ReportColumn(f"{task}_{metric}", metric, f"{task.upper()} {metric}", 1, 3)
+
+
+def _delta(cell_: dict[str, Any]) -> str:
+    spec = _display(cell_["task"], cell_["metric"])
+    d = spec.digits
+    text = f"{cell_['diff'] * spec.scale:+.{d}f}"
+    if cell_.get("ci"):
+        low, high = (x * spec.scale for x in cell_["ci"])
+        text += f" [{low:+.{d}f}, {high:+.{d}f}]" + ("*" if cell_.get("few_clusters") else "")
+        if cell_.get("p_holm") is not None:
+            text += f" (Holm p {cell_['p_holm']:.3g})"
+    else:
+        text += " (no interval)"
+    significant = cell_.get("p_holm") is not None and cell_["p_holm"] < ALPHA
+    return f"**{text}**" if significant else text
+
+
+def delta_tables(cells: Sequence[dict[str, Any]]) -> str:
+    """One table per comparison: a row per task and metric, a column per scenario."""
+    parts = []
+    for result, against in dict.fromkeys((c["result"], c["against"]) for c in cells):
+        mine = [c for c in cells if (c["result"], c["against"]) == (result, against)]
+        rows = list(dict.fromkeys((c["task"], c["metric"]) for c in mine))
+        by_key = {(c["task"], c["metric"], c["scenario"]): c for c in mine}
+        scopes = [s for s in SCOPES if any(c["scenario"] == s for c in mine)]
+        lines = [f"#### {result} − {against}", "", "| Task | Metric | " + " | ".join(scopes) + " |",
+                 "|---|---|" + "---:|" * len(scopes)]
+        for task, metric in rows:
+            shown = [_delta(by_key[task, metric, s]) if (task, metric, s) in by_key else "–" for s in scopes]
+            lines.append(f"| {task.upper()} | {_display(task, metric).header} | " + " | ".join(shown) + " |")
+        lines += _why_no_delta(mine)
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def _why_no_delta(cells: Sequence[dict[str, Any]]) -> list[str]:
+    reasons: dict[str, list[str]] = {}
+    for c in cells:
+        if not c.get("ci"):
+            reasons.setdefault(c.get("reason") or "no interval", []).append(f"{c['task'].upper()} {c['scenario']}")
+    return ([""] + [f"No interval: {reason}: {', '.join(dict.fromkeys(where))}.  " for reason, where in reasons.items()]
+            if reasons else [])
+
+
+def power_rows(results: Sequence[dict[str, Any]], cells: Sequence[dict[str, Any]], reference: int = 0
+               ) -> list[dict[str, Any]]:
+    """The smallest difference detectable at 80% power and alpha 0.05 for each compared metric and scope of
+    the reference result: for two independent results (SE of a difference sqrt(2) times the reference's
+    SE) and, for each comparison made, from its observed paired SE."""
+    base = results[reference]
+    uncertainty = uncertainty_of(base)
+    rows = []
+    for task in base["aggregates"]:
+        if task not in TASKS:
+            continue
+        for metric in compared_metrics(task):
+            for scope in SCOPES:
+                entry = uncertainty.get(task, {}).get(scope, {}).get(metric)
+                if entry is None:
+                    continue
+                se, clusters = entry.get("se"), entry["clusters"]
+                paired = {c["result"]: minimal_detectable_difference(c["se"], c["clusters"], alpha=ALPHA, power=POWER)
+                          for c in cells if (c["task"], c["metric"], c["scenario"]) == (task, metric, scope)}
+                rows.append({"task": task, "metric": metric, "scenario": scope, "n": entry["n"],
+                             "clusters": clusters, "se": se,
+                             "mdd_independent": minimal_detectable_difference(
+                                 None if se is None else se * 2 ** 0.5, clusters, alpha=ALPHA, power=POWER),
+                             "mdd_paired": paired, "reason": entry.get("reason")})
+    return rows
+
+
+def power_table(rows: Sequence[dict[str, Any]]) -> str:
+    others = list(dict.fromkeys(name for r in rows for name in r["mdd_paired"]))
+    lines = ["| Task | Metric | Scope | n | Clusters | SE | MDD, two independent results | "
+             + "".join(f"MDD paired, {o} | " for o in others),
+             "|---|---|---|---:|---:|---:|---:|" + "---:|" * len(others)]
+
+    def shown(task: str, metric: str, value: float | None) -> str:
+        spec = _display(task, metric)
+        return "–" if value is None else f"{value * spec.scale:.{spec.digits}f}"
+
+    for r in rows:
+        lines.append(f"| {r['task'].upper()} | {_display(r['task'], r['metric']).header} | {r['scenario']} | {r['n']} | "
+                     f"{r['clusters']} | {shown(r['task'], r['metric'], r['se'])} | "
+                     f"{shown(r['task'], r['metric'], r['mdd_independent'])} | "
+                     + "".join(f"{shown(r['task'], r['metric'], r['mdd_paired'].get(o))} | " for o in others))
+    return "\n".join(lines)
+
+
+def render(results: Sequence[dict[str, Any]], with_paper: bool = True, comparisons: Sequence[dict] | None = None,
+           power: Sequence[dict] | None = None) -> str:
     notes = ("ITP/RPP/STP/SSP in percent; ER LLM = S_ER = (S_emo + S_int)/2 and VP LLM = judge score, both 1-5; "
              "BERT = BERTScore F1. Our rows are micro averages; '–' = not computed (e.g. no judge).")
+    errors = (f"Our cells: value ± half-width of the 95% interval, the couple or family (the split unit) as the "
+              f"cluster: for a mean over instances the cluster-robust CR1 standard error with t on G-1 degrees of "
+              f"freedom, otherwise (ITP P/R/F1, RSG distinct-n) a percentile bootstrap of units within scenario "
+              f"({BOOTSTRAP_DRAWS} draws, seed {BOOTSTRAP_SEED}); * = fewer than {FEW_CLUSTERS} clusters, an "
+              f"interval to read with care. Rows marked (paper) are the published numbers: without per-instance "
+              f"data they have no interval and are not comparable (never tested against).")
     further = further_tasks(results)
-    return "\n\n".join([
-        "# RESCUE-Bench results", "## Table 5 layout (couple and family pooled)", notes, table5(results, with_paper),
-        "## Table 11 layout (per scenario)", table11(results, with_paper),
+    sections = [
+        "# RESCUE-Bench results", "## Table 5 layout (couple and family pooled)", notes, errors,
+        table5(results, with_paper), "## Table 11 layout (per scenario)", table11(results, with_paper),
         *(["## Tasks beyond the paper", further] if further else []),
-        "## Parse failures (counted as wrong answers)", failures(results)]) + "\n"
+        "## Parse failures (counted as wrong answers)", failures(results)]
+    if comparisons:
+        sections += ["## Paired comparisons",
+                     "Each result minus the reference on the instances both scored: Δ [95% interval], in the "
+                     "tables' units. Means: the CR1 SE of the per-instance differences, t test on G-1 df; "
+                     "ITP P/R/F1 and RSG distinct-n: the paired cluster bootstrap (both results on the same draws of "
+                     "units). "
+                     f"**Bold**: Holm-adjusted p < {ALPHA} over all cells of that comparison. "
+                     "Expected acc. = the rank protocol's mean probability on the gold after normalising over the "
+                     "candidates (less noisy than 0/1 accuracy on the same instances). The paper's rows: n/c "
+                     "(published aggregates, no per-instance data).", delta_tables(comparisons)]
+    if power:
+        sections += ["## Power: the smallest detectable difference",
+                     f"At {POWER:.0%} power and two-sided alpha {ALPHA}, the smallest true difference each metric "
+                     "can detect (statsmodels TTestPower over G clusters: d * sqrt(G) * SE of the difference, about "
+                     "2.8 SE for many clusters): for two independent results (SE of the difference = sqrt(2) * "
+                     "the reference's SE) and, where a comparison was made, from its observed paired SE. Claims "
+                     "of smaller differences are beyond what these instances can carry.", power_table(power)]
+    return "\n\n".join(sections) + "\n"
+
+
+@dataclass
+class Report:
+    text: str                       # report.md
+    comparisons: list[dict]         # comparisons.json (two or more results)
+    power: list[dict] | None        # power.json (asked for)
+
+
+def build(results: Sequence[dict[str, Any]], reference: int = 0, with_paper: bool = True,
+          power: bool = False) -> Report:
+    """The report of ``results``: tables, paired comparisons against ``results[reference]`` (two or more
+    results), and the power section when asked for."""
+    tell_apart(results)
+    comparisons = compare_results(results, reference) if len(results) > 1 else []
+    power_list = power_rows(results, comparisons, reference) if power else None
+    return Report(render(results, with_paper, comparisons, power_list), comparisons, power_list)
+
+
+def write(report: Report, results: Sequence[dict[str, Any]], out: Path, plots: bool = True) -> list[Path]:
+    """``out/report.md``, ``comparisons.json`` and ``power.json`` where there are any, and the plots
+    (returned)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.md").write_text(report.text)
+    if len(results) > 1:
+        write_json_atomic(out / "comparisons.json", report.comparisons)
+    if report.power is not None:
+        write_json_atomic(out / "power.json", report.power)
+    return [p for r in results for p in plot(r, out)] + forest_plots(report.comparisons, out) if plots else []
+
+
+def forest_plots(cells: Sequence[dict[str, Any]], out: Path) -> list[Path]:
+    """Per task, the paired differences with their 95% intervals, one line per comparison, metric and
+    scope (Holm-significant ones in colour), in the tables' units."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    written = []
+    for task in dict.fromkeys(c["task"] for c in cells):
+        mine = [c for c in cells if c["task"] == task]
+        fig, ax = plt.subplots(figsize=(7.5, 0.32 * len(mine) + 1.4))
+        for y, c in enumerate(mine):
+            scale = _display(task, c["metric"]).scale
+            significant = c.get("p_holm") is not None and c["p_holm"] < ALPHA
+            colour = "tab:red" if significant else "black"
+            if c.get("ci"):
+                ax.plot([c["ci"][0] * scale, c["ci"][1] * scale], [y, y], color=colour, linewidth=1.5)
+            ax.plot([c["diff"] * scale], [y], "o", color=colour, markersize=4)
+        ax.axvline(0, color="grey", linewidth=0.8, linestyle="--")
+        ax.set_yticks(range(len(mine)), [f"{c['result']} − {c['against']}: {_display(task, c['metric']).header}, "
+                                         f"{c['scenario']}" for c in mine], fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlabel("difference (tables' units); red: Holm p < 0.05")
+        ax.set_title(f"{task.upper()}: paired differences, 95% intervals", fontsize=9)
+        written.append(_save(fig, out / f"forest_{task}.png"))
+    return written
 
 
 def _slug(text: str) -> str:

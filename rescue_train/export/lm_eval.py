@@ -23,15 +23,6 @@ from ..io import write_json_atomic
 from ..provenance import versions
 
 GROUP = "rescue"
-USAGE = """usage: rescue-train export lm-eval --output-dir DIR [key=value ...]
-
-Writes lm-evaluation-harness task YAMLs and their data for the closed-set tasks (ITP, RPP, STP, SSP) as
-multiple choice with per-instance candidates, grouped as `rescue`. The keys are eval's: data.* (source, split,
-test_fold, manifest, folds, split_seed, context, mode, answer_format, the build options), run=RUN_DIR (a
-training run's data configuration and held-out fold), tasks=, limit=, and model= / tokenizer= for the chat
-template the prompts are rendered with.
-
-Then:  lm_eval --model hf --model_args pretrained=MODEL --include_path DIR --tasks rescue"""
 
 
 def _task_yaml(task: str, meta: dict[str, Any]) -> str:

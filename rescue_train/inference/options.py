@@ -60,6 +60,17 @@ def reasons(section: ApiOptions, backend: str) -> bool:
     return section.reasoning if section.reasoning is not None else backend == "openai"
 
 
+def check_api(options: ApiOptions, prefix: str = "") -> None:
+    """The API keys' values, checked before any work (``prefix``: where they sit, e.g. ``judge.``)."""
+    for key, allowed in (("token_param", TOKEN_PARAMS), ("structured", STRUCTURED)):
+        if getattr(options, key) not in allowed:
+            raise ValueError(f"{prefix}{key} must be one of {', '.join(allowed)}, got {getattr(options, key)!r}")
+    if options.timeout <= 0 or options.max_retries < 0 or options.concurrency < 1:
+        raise ValueError(f"{prefix}timeout must be > 0, {prefix}max_retries >= 0 and {prefix}concurrency >= 1")
+    if options.extra_body is not None and not isinstance(options.extra_body, dict):
+        raise ValueError(f"{prefix}extra_body must be a mapping, e.g. '{prefix}extra_body={{top_k: 20}}'")
+
+
 Options = TypeVar("Options", ApiOptions, EngineOptions)
 
 

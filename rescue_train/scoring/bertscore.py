@@ -28,10 +28,10 @@ class BertScoreConfig:
         "a name bert-score knows, a local folder, or none"))
     num_layers: Optional[int] = field(default=None, metadata=meaning(
         "None: bert-score's default for a known name (distilbert: 5)"))
-    idf: bool = False
-    rescale: bool = False
-    batch_size: int = 64
-    device: Optional[str] = None
+    idf: bool = field(default=False, metadata=meaning("weight tokens by inverse document frequency (the references')"))
+    rescale: bool = field(default=False, metadata=meaning("rescale with bert-score's baseline (known models only)"))
+    batch_size: int = field(default=64, metadata=meaning("pairs per BERTScore batch"))
+    device: Optional[str] = field(default=None, metadata=meaning("cpu, cuda, ... (default: a GPU when there is one)"))
 
 
 def texts(task: str, gold: Any, prediction: Any) -> tuple[str, str]:

@@ -20,7 +20,7 @@ import warnings
 from typing import Any, Iterable, Sequence
 
 import numpy as np
-from sklearn.metrics import accuracy_score, balanced_accuracy_score, f1_score, precision_recall_fscore_support
+from sklearn.metrics import balanced_accuracy_score, f1_score, precision_recall_fscore_support
 
 from ..tasks import TASKS
 from ..tasks.answers import WORD
@@ -58,11 +58,39 @@ def top1(prediction: Sequence[str] | None) -> str:
 
 
 def _mean(values: Iterable[float | None]) -> float | None:
+    """The mean of the values that are there (BERTScore, S_int, lengths)."""
     kept = [v for v in values if v is not None]
     return float(np.mean(kept)) if kept else None
 
 
-def _binary(records: list[dict]) -> dict[str, Any]:
+def _mean_of_all(values: Sequence[float | None]) -> float | None:
+    """The mean only when every instance has a value (the judge's scores): never a mean over fewer."""
+    return _mean(values) if values and all(v is not None for v in values) else None
+
+
+def gold_probability(record: dict) -> float | None:
+    """The rank protocol's probability of the gold answer after normalising over the candidates,
+    exp(loglik[gold] - logsumexp(loglik)), from the summed log-likelihoods whatever ``rank_score`` ranked
+    by; None for a record without candidate log-likelihoods (a generated answer)."""
+    loglik = record.get("loglik")
+    if not loglik or record["gold"] not in loglik:
+        return None
+    # numpy's logaddexp reduction: the stable log-sum-exp, without scipy.special.logsumexp's per-call cost
+    return float(np.exp(loglik[record["gold"]] - np.logaddexp.reduce(np.array(list(loglik.values()), float))))
+
+
+def _closed_set_values(records: list[dict], task: str) -> dict[str, list[float | None]]:
+    scores = [instance_scores(task, r["gold"], r["prediction"]) for r in records]
+    values: dict[str, list[float | None]] = {"accuracy": [s["correct"] for s in scores]}
+    if TASKS[task].metric == "ranking":
+        values.update({f"recall@{k}": [s[f"recall@{k}"] for s in scores] for k in (1, 2, 3)})
+        values["mrr"] = [s["mrr"] for s in scores]
+    # Lower variance than 0/1 accuracy on the same instances; all or nothing, like the judge's means.
+    values["expected_accuracy"] = [gold_probability(r) for r in records]
+    return values
+
+
+def _binary(records: list[dict], task: str) -> dict[str, Any]:
     gold = [r["gold"] for r in records]
     pred = [top1(r["prediction"]) for r in records]
     p, r, f, _ = precision_recall_fscore_support(gold, pred, labels=["yes"], average=None, zero_division=0)
@@ -72,8 +100,9 @@ def _binary(records: list[dict]) -> dict[str, Any]:
     tn = sum(g == "no" and q == "no" for g, q in zip(gold, pred))
     recall_no = tn / max(1, sum(g == "no" for g in gold))
     recall_yes = tp / max(1, sum(g == "yes" for g in gold))
+    values = _closed_set_values(records, task)
     return {"precision": float(p[0]), "recall": float(r[0]), "f1": float(f[0]),
-            "accuracy": float(accuracy_score(gold, pred)),
+            "accuracy": _mean(values["accuracy"]), "expected_accuracy": _mean_of_all(values["expected_accuracy"]),
             # Mean recall of the two gold classes; an unparsed answer counts against its own class.
             "balanced_accuracy": (recall_yes + recall_no) / 2 if {"yes", "no"} <= set(gold) else None,
             "tp": tp, "fp": fp, "fn": fn, "tn": tn}
@@ -86,10 +115,11 @@ def _per_class(gold: list[str], pred: list[str], labels: list[str]) -> dict[str,
 
 
 def _ranking(records: list[dict], task: str, label_space: Sequence[str] | None) -> dict[str, Any]:
-    scores = [instance_scores(task, r["gold"], r["prediction"]) for r in records]
-    out: dict[str, Any] = {f"recall@{k}": _mean(s[f"recall@{k}"] for s in scores) for k in (1, 2, 3)}
-    out["mrr"] = _mean(s["mrr"] for s in scores)
+    values = _closed_set_values(records, task)
+    out: dict[str, Any] = {f"recall@{k}": _mean(values[f"recall@{k}"]) for k in (1, 2, 3)}
+    out["mrr"] = _mean(values["mrr"])
     out["accuracy"] = out["recall@1"]
+    out["expected_accuracy"] = _mean_of_all(values["expected_accuracy"])
     gold = [r["gold"] for r in records]
     pred = [top1(r["prediction"]) for r in records]
     # Macro scores over the labels that occur in gold (labels never in gold would only add zeros).
@@ -102,94 +132,163 @@ def _ranking(records: list[dict], task: str, label_space: Sequence[str] | None) 
     return out
 
 
-def _judge_floor(scores: dict[str, Any]) -> int:
-    """The bottom of the judge's scale ("1-5" -> 1, "0-6" -> 0)."""
-    return int(str(scores.get("judge_scale", "1-5")).split("-")[0])
+JUDGE_ON_FAILURE = ("floor", "exclude")
 
 
-def _generation(records: list[dict], task: str) -> dict[str, Any]:
-    """ER and VP under one failure rule: a failed answer (a parse failure, a refusal, a truncated answer) or
-    an unreadable judge verdict scores the bottom of the scale on every judged component (S_emo 1, S_int 1,
-    VP judge 1, or 0 on the 0-6 scale), and a failed answer BERTScore 0; so every mean, and
-    S_ER = (S_emo + S_int) / 2, runs over the same instances."""
+def _floor(scores: dict[str, Any], prefix: str = "judge_") -> int:
+    """The bottom of the judge's scale under ``prefix`` ("1-5" -> 1, "0-6" -> 0)."""
+    return int(str(scores.get(f"{prefix}scale", "1-5")).split("-")[0])
+
+
+def _judged(scores: Sequence[dict[str, Any]], prefix: str = "judge_") -> bool:
+    """Whether every record has a verdict under ``prefix``: a mean never runs over fewer records unnoticed."""
+    return bool(scores) and all(s.get(f"{prefix}status") for s in scores)
+
+
+def _verdict_values(scores: Sequence[dict[str, Any]], prefix: str = "judge_", on_failure: str = "floor"
+                    ) -> list[float | None]:
+    """Per record, the judge's score under ``prefix``: a readable verdict gives its score (a prediction that
+    did not parse was given the bottom of the scale without a call); an unreadable verdict the bottom of the
+    scale (``floor``) or None, out of the mean (``exclude``); None where the judge did not run."""
+    if on_failure not in JUDGE_ON_FAILURE:
+        raise ValueError(f"judge.on_failure must be one of {', '.join(JUDGE_ON_FAILURE)}, got {on_failure!r}")
+    values: list[float | None] = []
+    for s in scores:
+        status = s.get(f"{prefix}status")
+        if status == "failed":
+            values.append(_floor(s, prefix) if on_failure == "floor" else None)
+        else:
+            values.append(s.get(f"{prefix}score") if status else None)
+    return values
+
+
+def _verdict_mean(values: Sequence[float | None], scores: Sequence[dict[str, Any]], prefix: str) -> float | None:
+    """The mean of a check's values, when every record has its verdict (None otherwise)."""
+    return _mean(values) if _judged(scores, prefix) else None
+
+
+def _unreadable(scores: Sequence[dict[str, Any]], prefix: str = "judge_") -> int:
+    return sum(s.get(f"{prefix}status") == "failed" for s in scores)
+
+
+def _bertscore_values(records: list[dict]) -> list[float | None]:
+    """BERTScore F1 per instance; a failed answer scores 0 (None where BERTScore was not computed)."""
+    return [0.0 if r.get("parse_status") != "ok" and (r.get("scores") or {}).get("bertscore_f1") is not None
+            else (r.get("scores") or {}).get("bertscore_f1") for r in records]
+
+
+def _generation_values(records: list[dict], task: str, on_failure: str = "floor") -> dict[str, list[float | None]]:
+    """ER and VP. A failed answer (a parse failure, a refusal, a truncated answer) scores the bottom of the
+    scale on every component (S_emo 1, S_int 1, VP judge 1, or 0 on the 0-6 scale) and BERTScore 0. An
+    unreadable judge verdict is floored or excluded by ``on_failure``; it touches only what the judge decides
+    (S_emo, the VP judge score): S_int is a formula on the intensities and BERTScore needs no judge.
+    S_ER is (S_emo + S_int) / 2 per instance with an S_emo."""
     scores = [r.get("scores") or {} for r in records]
-    failed_answer = [r.get("parse_status") != "ok" for r in records]
-    failed_verdict = [s.get("judge_status") == "failed" for s in scores]
-    judge = [None if not s.get("judge_status") else _judge_floor(s) if bad else s.get("judge_score")
-             for s, bad in zip(scores, failed_verdict)]
-    bert = [0.0 if bad and s.get("bertscore_f1") is not None else s.get("bertscore_f1")
-            for s, bad in zip(scores, failed_answer)]
-    out: dict[str, Any] = {"bertscore_f1": _mean(bert), "judged": sum(s.get("judge_status") == "ok" for s in scores),
-                           "judge_failures": sum(failed_verdict)}
-    if TASKS[task].metric == "emotion":
-        intensity = [1.0 if answer or verdict else instance_scores(task, r["gold"], r["prediction"])["intensity_score"]
-                     for r, answer, verdict in zip(records, failed_answer, failed_verdict)]
-        out["s_int"] = _mean(intensity)
-        out["s_emo"] = _mean(judge) if all(j is not None for j in judge) else None
-        out["s_er"] = None if out["s_emo"] is None else _mean((e + i) / 2 for e, i in zip(judge, intensity))
-        out["judge"] = out["s_er"]
-    else:
-        out["judge"] = _mean(judge) if all(j is not None for j in judge) else None
+    judge = _verdict_values(scores, "judge_", on_failure)
+    values = {"bertscore_f1": _bertscore_values(records)}
+    if TASKS[task].metric != "emotion":
+        return {**values, "judge": judge}
+    intensity = [1.0 if r.get("parse_status") != "ok" else
+                 instance_scores(task, r["gold"], r["prediction"])["intensity_score"] for r in records]
+    s_er = [None if e is None else (e + i) / 2 for e, i in zip(judge, intensity)]
+    return {**values, "s_int": intensity, "s_emo": judge, "s_er": s_er, "judge": s_er}
+
+
+def _generation(records: list[dict], task: str, on_failure: str = "floor") -> dict[str, Any]:
+    scores = [r.get("scores") or {} for r in records]
+    values = _generation_values(records, task, on_failure)
+    out: dict[str, Any] = {"bertscore_f1": _mean(values["bertscore_f1"]),
+                           "judged": sum(s.get("judge_status") == "ok" for s in scores),
+                           "judge_failures": _unreadable(scores), "judge_on_failure": on_failure}
+    if "s_int" in values:
+        out.update(s_int=_mean(values["s_int"]), s_emo=_verdict_mean(values["s_emo"], scores, "judge_"),
+                   s_er=_verdict_mean(values["s_er"], scores, "judge_"))
+    out["judge"] = _verdict_mean(values["judge"], scores, "judge_")
     return out
+
+
+def _ngrams(text: str | None, n: int) -> list[tuple[str, ...]]:
+    words = [w.lower() for w in WORD.findall(text or "")]
+    return [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
 
 
 def distinct_n(texts: Sequence[str], n: int) -> float | None:
     """Distinct-n across ``texts``: distinct word n-grams / all word n-grams (lower-cased words), None when
     there is no n-gram at all. Low values expose generations that repeat themselves or each other."""
-    grams = []
-    for text in texts:
-        words = [w.lower() for w in WORD.findall(text or "")]
-        grams += [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
+    grams = [gram for text in texts for gram in _ngrams(text, n)]
     return len(set(grams)) / len(grams) if grams else None
 
 
-def _text_profile(texts: Sequence[str]) -> dict[str, float | None]:
-    return {"length_words": _mean(len(WORD.findall(t or "")) for t in texts),
-            "distinct_1": distinct_n(texts, 1), "distinct_2": distinct_n(texts, 2)}
+def _support_texts(records: list[dict]) -> dict[str, list[str]]:
+    """The turns whose length and distinct-n are measured, one per record: the model's answered turns and the
+    real therapists' turns at the same rows (``human.``); a failed answer's row is empty in both."""
+    answered = [r.get("parse_status") == "ok" for r in records]
+    return {"": [r["prediction"] if ok else "" for r, ok in zip(records, answered)],
+            "human.": [r["gold"] if ok else "" for r, ok in zip(records, answered)]}
 
 
-def _verdicts(scores: list[dict], prefix: str = "judge_") -> float | None:
-    """The mean judge score under ``prefix`` by the failure rule of ``_generation``: a failed verdict scores
-    the bottom of its scale; None when any instance has no verdict."""
-    values = []
-    for s in scores:
-        status = s.get(f"{prefix}status")
-        if not status:
-            return None
-        bottom = int(str(s.get(f"{prefix}scale", "1-5")).split("-")[0])
-        values.append(bottom if status == "failed" else s.get(f"{prefix}score"))
-    return _mean(values)
-
-
-def _support(records: list[dict], task: str, label_space=None) -> dict[str, Any]:
+def _support_values(records: list[dict], task: str, on_failure: str = "floor") -> dict[str, list[float | None]]:
     """Free-text support turns: BERTScore and the judge's 1-5 rubric against the real turn, the adherence
-    rate (condition target_strategy), length and distinct-1/2; ``human`` holds the same numbers for the
-    real therapists' turns (judged by the same rubric; BERTScore against themselves is 1). Failed answers
-    and unreadable verdicts score the bottom of the scale, as for ER and VP."""
+    rate (condition target_strategy) and the length in words; ``human.`` the same for the real therapists'
+    turns (judged by the same rubric; BERTScore against themselves is 1). Failed answers score the bottom of
+    each judged scale and BERTScore 0; unreadable verdicts are floored or excluded by ``on_failure``, each
+    check on its own. Length describes text: the turns the model answered and the real turns at those rows."""
     scores = [r.get("scores") or {} for r in records]
-    failed_answer = [r.get("parse_status") != "ok" for r in records]
-    bert = _mean(0.0 if bad and s.get("bertscore_f1") is not None else s.get("bertscore_f1")
-                 for s, bad in zip(scores, failed_answer))
-    out: dict[str, Any] = {
-        "bertscore_f1": bert, "judge": _verdicts(scores),
-        "judged": sum(s.get("judge_status") == "ok" for s in scores),
-        "judge_failures": sum(s.get("judge_status") == "failed" for s in scores),
-        "adherence": _verdicts(scores, "adherence_"),
-        **_text_profile(["" if bad else r["prediction"] for r, bad in zip(records, failed_answer)]),
-    }
-    out["human"] = {"bertscore_f1": None if bert is None else 1.0, "judge": _verdicts(scores, "human_judge_"),
-                    "adherence": _verdicts(scores, "human_adherence_"),
-                    **_text_profile([r["gold"] for r in records])}
+    bert = _bertscore_values(records)
+    texts = _support_texts(records)
+    answered = [r.get("parse_status") == "ok" for r in records]
+    return {"bertscore_f1": bert, "judge": _verdict_values(scores, "judge_", on_failure),
+            "adherence": _verdict_values(scores, "adherence_", on_failure),
+            "length_words": [len(WORD.findall(t)) if ok else None for t, ok in zip(texts[""], answered)],
+            "human.bertscore_f1": [None if b is None else 1.0 for b in bert],
+            "human.judge": _verdict_values(scores, "human_judge_", on_failure),
+            "human.adherence": _verdict_values(scores, "human_adherence_", on_failure),
+            "human.length_words": [len(WORD.findall(t)) if ok else None for t, ok in zip(texts["human."], answered)]}
+
+
+def _support(records: list[dict], task: str, label_space=None, on_failure: str = "floor") -> dict[str, Any]:
+    """RSG's turns, and the same numbers for the real turns under ``human``; distinct-1/2 are over the turns
+    the model answered (and the real turns at those rows)."""
+    scores = [r.get("scores") or {} for r in records]
+    values = _support_values(records, task, on_failure)
+    texts = _support_texts(records)
+    out: dict[str, Any] = {"judged": sum(s.get("judge_status") == "ok" for s in scores),
+                           "judge_on_failure": on_failure}
+    for prefix, into, check in (("", out, ""), ("human.", out.setdefault("human", {}), "human_")):
+        into.update(bertscore_f1=_mean(values[f"{prefix}bertscore_f1"]),
+                    judge=_verdict_mean(values[f"{prefix}judge"], scores, f"{check}judge_"),
+                    judge_failures=_unreadable(scores, f"{check}judge_"),
+                    adherence=_verdict_mean(values[f"{prefix}adherence"], scores, f"{check}adherence_"),
+                    adherence_failures=_unreadable(scores, f"{check}adherence_"),
+                    length_words=_mean(values[f"{prefix}length_words"]),
+                    distinct_1=distinct_n(texts[prefix], 1), distinct_2=distinct_n(texts[prefix], 2))
     return out
 
 
-AGGREGATORS = {
-    "binary": lambda records, task, label_space: _binary(records),
-    "ranking": _ranking,
-    "emotion": lambda records, task, label_space: _generation(records, task),
-    "generation": lambda records, task, label_space: _generation(records, task),
+AGGREGATORS = {  # (records, task, label space, judge.on_failure) -> metrics
+    "binary": lambda records, task, label_space, on_failure: _binary(records, task),
+    "ranking": lambda records, task, label_space, on_failure: _ranking(records, task, label_space),
+    "emotion": lambda records, task, label_space, on_failure: _generation(records, task, on_failure),
+    "generation": lambda records, task, label_space, on_failure: _generation(records, task, on_failure),
     "support": _support,
 }
+VALUES = {"binary": _closed_set_values, "ranking": _closed_set_values, "emotion": _generation_values,
+          "generation": _generation_values, "support": _support_values}
+
+
+def record_values(task: str, records: Sequence[dict], judge_on_failure: str = "floor") -> dict[str, list[float | None]]:
+    """Per record, the value of each of the task's metrics that is a mean over records (Recall@k, MRR,
+    accuracy, expected accuracy, the judge's scores, S_int, BERTScore F1, adherence, length; ``human.``
+    for RSG's real turns). ``aggregate`` gives the mean of these values: for BERTScore, S_int and lengths
+    over the values that are there, for the others only when every record has one."""
+    values = VALUES[TASKS[task].metric]
+    return values(list(records), task) if values is _closed_set_values else values(list(records), task, judge_on_failure)
+
+
+def metric_value(scoped: dict[str, Any], metric: str) -> Any:
+    """A metric of one scope's aggregate by its name (``human.judge`` reads ``scoped["human"]["judge"]``)."""
+    source, _, name = metric.rpartition(".")
+    return (scoped.get(source) or {}).get(name) if source else scoped.get(name)
 
 
 def task_labels(task: str) -> dict[str, tuple[str, ...]] | None:
@@ -198,22 +297,26 @@ def task_labels(task: str) -> dict[str, tuple[str, ...]] | None:
     return TASKS[task].label_space()
 
 
-def aggregate(task: str, records: Sequence[dict], label_spaces: dict[str, Sequence[str]] | None = None
-              ) -> dict[str, dict[str, Any]]:
+def scope_labels(label_spaces: dict[str, Sequence[str]] | None, scope: str) -> list[str] | None:
+    """The labels of one scope: the scenario's, or for 'both' the union in order."""
+    if label_spaces is None:
+        return None
+    if scope == "both":
+        return list(dict.fromkeys(lbl for sc in SCOPES[:2] for lbl in label_spaces.get(sc, ())))
+    return list(label_spaces.get(scope, ()))
+
+
+def aggregate(task: str, records: Sequence[dict], label_spaces: dict[str, Sequence[str]] | None = None,
+              judge_on_failure: str = "floor") -> dict[str, dict[str, Any]]:
     """Metrics per scope (couple, family, both); scopes without instances are left out.
-    ``label_spaces`` (scenario -> labels) orders per-class results; the union serves 'both'."""
+    ``label_spaces`` (scenario -> labels) orders per-class results; the union serves 'both'.
+    ``judge_on_failure``: what an unreadable judge verdict counts as (``floor`` or ``exclude``)."""
     out: dict[str, dict[str, Any]] = {}
     for scope in SCOPES:
         chosen = [r for r in records if scope == "both" or r["scenario"] == scope]
         if not chosen:
             continue
-        if label_spaces is None:
-            space = None
-        elif scope == "both":
-            space = list(dict.fromkeys(lbl for sc in SCOPES[:2] for lbl in label_spaces.get(sc, ())))
-        else:
-            space = list(label_spaces.get(scope, ()))
-        metrics = AGGREGATORS[TASKS[task].metric](chosen, task, space)
+        metrics = AGGREGATORS[TASKS[task].metric](chosen, task, scope_labels(label_spaces, scope), judge_on_failure)
         metrics["n"] = len(chosen)
         metrics["parse_failures"] = sum(r.get("parse_status") != "ok" for r in chosen)
         metrics["truncated"] = sum(r.get("parse_error") == "truncated" for r in chosen)
@@ -236,3 +339,114 @@ def table5_row(aggregates: dict[str, dict[str, dict[str, Any]]], scope: str = "b
             value = scoped.get(column.metric)
             row[column.key] = None if value is None else value * column.scale
     return row
+
+
+# ---------------------------------------------------------------- the same metrics on resampled clusters
+#
+# The metrics that are not means over records are recomputed on every bootstrap draw; calling the aggregator
+# 10,000 times per scope would take minutes, so each is also written once more as a function of how often
+# each cluster was drawn (a batch of draws at once). ``resampled_metrics(...)(ones)`` equals ``aggregate``
+# on the records: the evaluator checks it on every run and tests check it on random record sets.
+
+
+def _confusion_by_cluster(gold: list[str], pred: list[str], clusters: np.ndarray, n_clusters: int,
+                          labels: Sequence[str] = ()) -> tuple[list[str], np.ndarray]:
+    """The classes (gold, predicted and ``labels``, sorted) and each cluster's confusion counts, flattened
+    (clusters x classes^2, gold major)."""
+    classes = sorted(set(gold) | set(pred) | set(labels))
+    code = {c: i for i, c in enumerate(classes)}
+    cells = np.array([code[g] * len(classes) + code[p] for g, p in zip(gold, pred)], dtype=int)
+    counts = np.zeros((n_clusters, len(classes) ** 2))
+    np.add.at(counts, (clusters, cells), 1.0)
+    return classes, counts
+
+
+def _class_scores(conf: np.ndarray) -> dict[str, np.ndarray]:
+    """Per draw and class, from confusion matrices ``conf[b, gold, predicted]``: support and, with
+    scikit-learn's zero_division=0, precision, recall and F1."""
+    hits, support, predicted = np.diagonal(conf, axis1=1, axis2=2), conf.sum(2), conf.sum(1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return {"support": support, "precision": np.where(predicted > 0, hits / predicted, 0.0),
+                "recall": np.where(support > 0, hits / support, 0.0),
+                "f1": np.where(support + predicted > 0, 2 * hits / (support + predicted), 0.0)}
+
+
+def _confusion_draws(records: list[dict], clusters: np.ndarray, n_clusters: int, labels: Sequence[str]):
+    gold = [r["gold"] for r in records]
+    pred = [top1(r["prediction"]) for r in records]
+    classes, per_cluster = _confusion_by_cluster(gold, pred, clusters, n_clusters, labels)
+    k = len(classes)
+    return classes, lambda counts: _class_scores((counts @ per_cluster).reshape(-1, k, k))
+
+
+def _binary_resampled(records, task, label_space, clusters, n_clusters):
+    classes, draw_scores = _confusion_draws(records, clusters, n_clusters, ("yes", "no"))
+    yes, no = classes.index("yes"), classes.index("no")
+
+    def metrics(counts: np.ndarray) -> dict[str, np.ndarray]:
+        s = draw_scores(counts)
+        both = (s["support"][:, yes] > 0) & (s["support"][:, no] > 0)
+        return {"precision": s["precision"][:, yes], "recall": s["recall"][:, yes], "f1": s["f1"][:, yes],
+                "balanced_accuracy": np.where(both, (s["recall"][:, yes] + s["recall"][:, no]) / 2, np.nan)}
+    return metrics
+
+
+def _ranking_resampled(records, task, label_space, clusters, n_clusters):
+    classes, draw_scores = _confusion_draws(records, clusters, n_clusters, ())
+    in_space = np.array([label_space is None or c in label_space for c in classes])
+
+    def metrics(counts: np.ndarray) -> dict[str, np.ndarray]:
+        s = draw_scores(counts)
+        present = s["support"] > 0
+        macro = present & in_space  # macro-F1 over the labels of the space that occur in gold
+        with np.errstate(invalid="ignore"):
+            return {"macro_f1": (s["f1"] * macro).sum(1) / macro.sum(1),
+                    "balanced_accuracy": np.where(present.sum(1) > 1,
+                                                  (s["recall"] * present).sum(1) / present.sum(1), np.nan)}
+    return metrics
+
+
+def _distinct_draws(texts: list[str], n: int, clusters: np.ndarray, n_clusters: int):
+    """Distinct-n of each draw: an n-gram counts once when any drawn cluster has it, the n-grams of a
+    cluster drawn twice count twice in the denominator. n-grams held by the same clusters are counted
+    together, which keeps the product small."""
+    totals = np.zeros(n_clusters)
+    holders: dict[tuple[str, ...], set[int]] = {}
+    for text, cluster in zip(texts, clusters):
+        grams = _ngrams(text, n)
+        totals[cluster] += len(grams)
+        for gram in grams:
+            holders.setdefault(gram, set()).add(int(cluster))
+    together: dict[frozenset[int], int] = {}
+    for held_by in holders.values():
+        together[frozenset(held_by)] = together.get(frozenset(held_by), 0) + 1
+    holders_of_group = np.zeros((n_clusters, len(together)), dtype=np.float32)
+    for column, held_by in enumerate(together):
+        holders_of_group[list(held_by), column] = 1.0
+    sizes = np.array(list(together.values()), dtype=float)
+
+    def value(counts: np.ndarray) -> np.ndarray:
+        distinct = (((counts > 0).astype(np.float32) @ holders_of_group) > 0) @ sizes
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(counts @ totals > 0, distinct / (counts @ totals), np.nan)
+    return value
+
+
+def _support_resampled(records, task, label_space, clusters, n_clusters):
+    draws = {f"{prefix}distinct_{n}": _distinct_draws(texts, n, clusters, n_clusters)
+             for prefix, texts in _support_texts(records).items() for n in (1, 2)}
+    return lambda counts: {name: value(counts) for name, value in draws.items()}
+
+
+RESAMPLED = {"binary": _binary_resampled, "ranking": _ranking_resampled, "support": _support_resampled}
+
+
+def resampled_metrics(task: str, records: Sequence[dict], label_space: Sequence[str] | None,
+                      clusters: np.ndarray, n_clusters: int):
+    """The task's metrics that are not means over records (ITP precision, recall, F1 and balanced accuracy;
+    macro-F1 and balanced accuracy; RSG distinct-1/2) as one function of bootstrap draws, or None when
+    the task has none: ``f(counts)[metric][b]`` is the metric on the records of draw b, each record counted
+    as often as its cluster (``clusters[i]`` of record i) was drawn (``counts[b, cluster]``); NaN where it
+    is undefined (a draw without one of ITP's two gold classes)."""
+    make = RESAMPLED.get(TASKS[task].metric)
+    return None if make is None else make(list(records), task, label_space, np.asarray(clusters), n_clusters)

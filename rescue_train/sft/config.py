@@ -1,15 +1,10 @@
-"""Recipes and config blocks -> one resolved, typed LoRA training config.
+"""The typed LoRA training config: schema defaults <- the model and data blocks <- the recipe <- overrides.
 
-A recipe (a shipped name, ``conf/recipes/NAME.yaml``, or the path to your own YAML file) is the primary
-config; its defaults list pulls ``conf/lora_defaults.yaml``, which pulls the ``model`` and ``data`` groups
-(``conf/model/*.yaml``, ``conf/data/*.yaml``). Hydra's compose API does the composition and the ``key=value``
-overrides (``model=qwen2.5-7b-instruct``, ``train.lr=1e-4``); the result is then checked against the
-schema below, so a bad value or an unknown key is refused naming the key.
-
-We compose instead of using ``@hydra.main``: the same function serves ``train.py`` and ``rescue-train
-train`` (which receives its argv as a list), and there is no working-directory change and no per-process
-timestamped run folder for ``accelerate launch`` ranks to race on; the run folder is ``output_dir``.
-The recipes and config blocks are package data (``rescue_train/conf``), found after any install.
+A recipe (a shipped name, ``recipes/NAME.yaml``, or the path to your own YAML file) says ``kind: lora`` (the
+default kind) and sets what it changes, typically ``name``, ``tasks`` and ``balance.strategy``; every other key
+keeps the default written once below. ``model=NAME`` merges ``configs/model/NAME.yaml`` (model, LoRA targets and
+training precision of a preset), ``data=NAME`` a data block, ``data=PATH`` is ``data.source=PATH``. The result is
+a :class:`LoraRunConfig`, which the runner takes as it is.
 """
 
 from __future__ import annotations
@@ -18,23 +13,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from ..data.config import RENAMED, DataConfig, source_shortcut
-from ..settings import CONF_DIR, ConfigError, check_keys, load, meaning, recipe_names, recipe_path, rename
+from ..data.config import DataConfig
+from ..settings import ConfigError, compose, meaning, names_in, read_recipe, recipe_kind
+from .weighting import STRATEGIES
 
-__all__ = ["LoraRunConfig", "compose", "recipe_names", "split_recipe"]
+__all__ = ["LoraRunConfig", "load_config"]
+GROUPS = {"model": "configs/model", "data": "configs/data"}
 
 
 @dataclass
 class ModelSettings:
-    name: str = field(default="tiny", metadata=meaning("preset name (model=NAME picks conf/model/NAME.yaml)"))
+    name: str = field(default="tiny", metadata=meaning(
+        "the preset's name (model=NAME merges configs/model/NAME.yaml); any: named after model.path"))
     path: str = field(default="tiny", metadata=meaning("hub id, local folder, 'tiny', or package:MODULE/FILE.gguf"))
     chat_template: Optional[str] = field(default=None, metadata=meaning(
         "null: the model's own chat template; a .jinja file only for a model that has none"))
     pad_token: Optional[str] = field(default=None, metadata=meaning("pad token when the tokenizer has none"))
-    lora_target_modules: Any = field(default="all-linear", metadata=meaning("modules LoRA adapts"))
-    gradient_checkpointing: bool = field(default=False, metadata=meaning("recompute activations (less memory)"))
     attn_implementation: Optional[str] = field(default=None, metadata=meaning("null: transformers' default"))
-    precision: str = field(default="auto", metadata=meaning("auto | bf16 | fp16 | fp32 (train.precision's default)"))
     quantization: str = field(default="none", metadata=meaning("none | 4bit (QLoRA: CUDA + bitsandbytes)"))
 
 
@@ -43,7 +38,8 @@ class LoraSettings:
     r: int = field(default=16, metadata=meaning("LoRA rank"))
     alpha: int = field(default=32, metadata=meaning("LoRA scaling alpha"))
     dropout: float = field(default=0.05, metadata=meaning("LoRA dropout"))
-    target_modules: Any = field(default="all-linear", metadata=meaning("default: model.lora_target_modules"))
+    target_modules: Any = field(default="all-linear", metadata=meaning(
+        "modules LoRA adapts: all-linear, a list of names, or a regular expression (presets set their model's)"))
 
 
 @dataclass
@@ -59,8 +55,10 @@ class TrainSettings:
     max_grad_norm: float = field(default=1.0, metadata=meaning("gradient clipping"))
     max_length: int = field(default=4096, metadata=meaning("tokens; longer instances are dropped (counted)"))
     packing: bool = field(default=False, metadata=meaning("pack instances into max_length rows"))
-    precision: str = field(default="auto", metadata=meaning("default: model.precision; auto | bf16 | fp16 | fp32"))
-    gradient_checkpointing: bool = field(default=False, metadata=meaning("default: model.gradient_checkpointing"))
+    precision: str = field(default="auto", metadata=meaning(
+        "auto (bf16 on a GPU that has it natively, else fp32) | bf16 | fp16 | fp32"))
+    gradient_checkpointing: bool = field(default=False, metadata=meaning(
+        "recompute activations in the backward pass (less memory; presets of large models set it)"))
     logging_steps: int = field(default=10, metadata=meaning("log every N steps"))
     eval_steps: int = field(default=100, metadata=meaning("validation loss and a checkpoint every N steps"))
     save_total_limit: int = field(default=2, metadata=meaning("checkpoints kept"))
@@ -71,17 +69,21 @@ class TrainSettings:
 
 @dataclass
 class SftBalanceSettings:
-    sampling: str = field(default="none", metadata=meaning("none | balanced | sqrt: class-balanced draws"))
-    class_weights: str = field(default="none", metadata=meaning("none | balanced | sqrt: per-class loss weights"))
+    strategy: str = field(default="none", metadata=meaning(
+        "closed-set tasks' class balance: " + "; ".join(f"{k} = {v.summary}" for k, v in STRATEGIES.items())))
 
 
 @dataclass
 class LoraRunConfig:
-    name: str = field(default="", metadata=meaning("the recipe's name"))
-    tasks: Dict[str, float] = field(default_factory=dict, metadata=meaning("task -> mixing weight, e.g. {ssp: 1.0}"))
-    output_dir: str = field(default="", metadata=meaning("run folder; default runs/<name>/<model>/fold<test_fold>"))
+    kind: str = field(default="lora", metadata=meaning("the recipe's kind: lora (this config) or classifier"))
+    name: str = field(default="", metadata=meaning("the run's name (default: the recipe file's name)"))
+    tasks: Dict[str, float] = field(default_factory=dict, metadata=meaning(
+        "task -> mixing weight: its share of training draws, e.g. {ssp: 1.0}"))
+    output_dir: Optional[str] = field(default=None, metadata=meaning(
+        "the run folder (adapter, logs, provenance); default runs/<name>/<model.name>/fold<data.test_fold>"))
     seed: int = field(default=0, metadata=meaning("training seed (the split seed is data.split_seed)"))
-    resume: str = field(default="auto", metadata=meaning("auto | true | false: continue from a checkpoint"))
+    resume: str = field(default="auto", metadata=meaning(
+        "auto: continue from the last checkpoint in output_dir if any; true: must; false: start over"))
     data: DataConfig = field(default_factory=DataConfig)
     model: ModelSettings = field(default_factory=ModelSettings)
     lora: LoraSettings = field(default_factory=LoraSettings)
@@ -89,60 +91,44 @@ class LoraRunConfig:
     balance: SftBalanceSettings = field(default_factory=SftBalanceSettings)
 
 
-def group_options(group: str) -> list[str]:
-    return sorted(p.stem for p in (CONF_DIR / group).glob("*.yaml"))
+def validate(cfg: LoraRunConfig) -> None:
+    if not cfg.model.path.strip():
+        raise ConfigError("model.path: required (a hub id such as Qwen/Qwen2.5-7B-Instruct, a local folder, tiny, or "
+                          "package:MODULE/FILE.gguf), e.g. model=any model.path=ORG/NAME")
+    if cfg.kind != "lora":
+        raise ConfigError(f"kind: this is a LoRA config, got kind {cfg.kind!r}")
+    if not cfg.tasks:
+        raise ConfigError("tasks: name at least one task and its mixing weight, e.g. tasks={ssp: 1.0}")
+    if cfg.output_dir is not None and not str(cfg.output_dir).strip():
+        raise ConfigError("output_dir: empty; give a folder for the run, or leave it out for "
+                          "runs/<name>/<model>/fold<k>")
+    if cfg.balance.strategy not in STRATEGIES:
+        raise ConfigError(f"balance.strategy: expected one of {', '.join(STRATEGIES)}, got {cfg.balance.strategy!r}")
+    if cfg.resume not in ("auto", "true", "false"):
+        raise ConfigError(f"resume: expected auto, true or false, got {cfg.resume!r}")
+    if cfg.data.split not in ("kfold", "holdout"):
+        raise ConfigError(f"data.split={cfg.data.split}: training needs kfold or holdout (none keeps every sample "
+                          "for testing; leave_one_unit_out is the baselines' scheme)")
 
 
-def split_recipe(argv: Sequence[str]) -> tuple[str, list[str]]:
-    """The ``recipe=NAME`` argument and the remaining overrides."""
-    recipes = [a for a in argv if a.startswith("recipe=")]
-    if len(recipes) != 1:
-        raise ConfigError(f"give exactly one recipe=NAME (one of: {', '.join(recipe_names())}, or a .yaml path)")
-    return recipes[0].split("=", 1)[1], [a for a in argv if not a.startswith("recipe=")]
+def model_options() -> list[str]:
+    return names_in(GROUPS["model"])
 
 
-def normalise(overrides: Sequence[str]) -> list[str]:
-    """Old spellings renamed (with a warning), ``data=PATH`` read as ``data.source=PATH``, unknown keys refused."""
-    overrides = rename(source_shortcut(list(overrides), tuple(group_options("data"))), RENAMED)
-    check_keys(LoraRunConfig, [a.lstrip("+~").split("=", 1)[0] for a in overrides], "train")
-    return overrides
+def data_options() -> list[str]:
+    return names_in(GROUPS["data"])
 
 
-def compose(recipe: str, overrides: Sequence[str] = ()):
-    """The resolved, typed config of ``recipe`` with ``overrides`` applied (an OmegaConf DictConfig typed by
-    :class:`LoraRunConfig`)."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from hydra.errors import HydraException
-    from omegaconf import OmegaConf
-
-    path = recipe_path(recipe)
-    overrides = normalise(overrides)
-    # model=any names its run after the model: runs/<recipe>/<last part of model.path>/fold<k>
-    OmegaConf.register_new_resolver("model_name", lambda path: Path(str(path).rstrip("/")).name, replace=True)
-    search = f"hydra.searchpath=[file://{CONF_DIR}]"
-    try:
-        with initialize_config_dir(config_dir=str(path.parent), version_base=None):
-            cfg = hydra_compose(config_name=path.stem, overrides=[search, *overrides])
-    except HydraException as exc:
-        raise ConfigError(str(exc).splitlines()[0]) from None
-    missing = _unset(OmegaConf.to_container(cfg, resolve=False))  # not what is derived from them
-    if missing:
-        raise ConfigError(f"recipe {path.stem}: set {', '.join(missing)} (e.g. {missing[0]}=...)")
-    OmegaConf.resolve(cfg)
-    plain = OmegaConf.to_container(cfg)
-    if "data" in plain:  # a user's recipe in the old spelling (data.build.*, data.k, ...)
-        from ..settings import rename_in
-
-        plain = rename_in(plain, RENAMED, str(path))
-    typed: LoraRunConfig = load(LoraRunConfig, [plain], "train")
-    if typed.data.split not in ("kfold", "holdout"):
-        raise ConfigError(f"data.split={typed.data.split} leaves nothing to train on; training needs kfold or holdout")
-    return OmegaConf.structured(typed)
-
-
-def _unset(node, prefix: str = "") -> list[str]:
-    """The keys left ``???`` (mandatory) in a raw config container."""
-    if isinstance(node, dict):
-        return [k for key, value in node.items() for k in _unset(value, f"{prefix}{key}.")]
-    return [prefix[:-1]] if node == "???" else []
+def load_config(recipe: str, overrides: Sequence[str] = ()) -> LoraRunConfig:
+    """The typed config of ``recipe`` (a shipped name or a YAML path) with ``overrides`` applied."""
+    path, tree = read_recipe(recipe)
+    if recipe_kind(tree) != "lora":
+        raise ConfigError(f"recipe {recipe} is a {recipe_kind(tree)} recipe, not a LoRA recipe")
+    cfg: LoraRunConfig = compose(LoraRunConfig, overrides, "train", base={"name": path.stem, **tree},
+                                 groups=GROUPS, shorthand={"data": "data.source"})
+    if cfg.model.name == "any" and cfg.model.path.strip():  # model=any: the run is named after the model it trains
+        cfg.model.name = Path(cfg.model.path.rstrip("/")).name
+    if cfg.output_dir is None:
+        cfg.output_dir = f"runs/{cfg.name}/{cfg.model.name}/fold{cfg.data.test_fold}"
+    validate(cfg)
+    return cfg

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from ..convert import ConvertConfig, convert
-from ..data.config import DataConfig
 from ..tasks import get_task
-from .weighting import class_key, class_weights, sampling_weights
+from .config import LoraRunConfig
+from .weighting import STRATEGIES, class_key, class_weights, sampling_weights
 
 KEEP = ("prompt", "completion", "chat_template_kwargs", "id", "task", "scenario")
 
@@ -28,13 +28,8 @@ class TrainData:
     meta: dict[str, Any] = field(default_factory=dict)
 
 
-def convert_config(cfg: Any, out: Path) -> ConvertConfig:
-    from omegaconf import OmegaConf
-
-    data = DataConfig(**OmegaConf.to_container(cfg.data))
-    if data.split not in ("kfold", "holdout"):
-        raise ValueError(f"data.split={data.split} leaves nothing to train on; training needs kfold or holdout")
-    return ConvertConfig(data=data, out=str(out), tasks=[get_task(t).name for t in cfg.tasks])
+def convert_config(cfg: LoraRunConfig, out: Path) -> ConvertConfig:
+    return ConvertConfig(data=cfg.data, output_dir=str(out), tasks=[get_task(t).name for t in cfg.tasks])
 
 
 def _golds(task_dir: Path) -> dict[str, Any]:
@@ -59,7 +54,7 @@ def _split(folder: Path, split: str):
     return part
 
 
-def load_fold(cfg: Any, data_dir: Path, meta: dict[str, Any]) -> TrainData:
+def load_fold(cfg: LoraRunConfig, data_dir: Path, meta: dict[str, Any]) -> TrainData:
     """Read the converted train/validation rows of every task of the recipe and add balancing columns."""
     import datasets
 
@@ -83,21 +78,21 @@ def load_fold(cfg: Any, data_dir: Path, meta: dict[str, Any]) -> TrainData:
     train = add_balance_columns(train, cfg)
     return TrainData(train, validation, {
         "source": meta["source"], "source_fingerprint": meta["source_fingerprint"],
-        "manifest_hash": meta["manifest_hash"], "test_fold": int(cfg.data.test_fold),
+        "manifest_hash": meta["manifest_hash"], "test_fold": cfg.data.test_fold,
         "train_instances": len(train), "validation_instances": len(validation) if validation is not None else 0,
         "data_fingerprint": fingerprint(train, validation), "convert": meta["tasks"],
     })
 
 
-def add_balance_columns(train, cfg: Any):
+def add_balance_columns(train, cfg: LoraRunConfig):
     tasks = train["task"]
     classes = [k or None for k in train["class_key"]]
     mixing = {get_task(t).name: float(w) for t, w in cfg.tasks.items()}
-    sampling = cfg.balance.sampling
-    if sampling != "none" or len(mixing) > 1:
-        train = train.add_column("sample_weight", sampling_weights(tasks, classes, mixing, sampling))
-    if cfg.balance.class_weights != "none":
-        train = train.add_column("class_weight", class_weights(tasks, classes, cfg.balance.class_weights))
+    strategy = STRATEGIES[cfg.balance.strategy]
+    if strategy.sampling != "none" or len(mixing) > 1:
+        train = train.add_column("sample_weight", sampling_weights(tasks, classes, mixing, strategy.sampling))
+    if strategy.class_weights != "none":
+        train = train.add_column("class_weight", class_weights(tasks, classes, strategy.class_weights))
     return train
 
 
@@ -112,7 +107,7 @@ def fingerprint(train, validation) -> str:
     return digest.hexdigest()[:16]
 
 
-def prepare(cfg: Any, run_dir: Path, is_main: bool, barrier) -> TrainData:
+def prepare(cfg: LoraRunConfig, run_dir: Path, is_main: bool, barrier) -> TrainData:
     """Convert into ``RUN_DIR/data`` on the main process (others wait), then load the fold everywhere."""
     data_dir = run_dir / "data"
     if is_main:

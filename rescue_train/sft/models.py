@@ -13,6 +13,7 @@ from typing import Any
 
 from ..devices import native_bf16
 from ..tiny import cache_root, tiny_model_path
+from .config import LoraSettings, ModelSettings
 
 
 def _dequantized_copy(module: str, gguf_file: str) -> Path:
@@ -68,12 +69,12 @@ def compute_dtype(precision: str):
     return dtypes[precision]
 
 
-def load_tokenizer(model_cfg: Any, base_path: str):
+def load_tokenizer(model_cfg: ModelSettings, base_path: str):
     """The model's tokenizer with its own chat template (or ``model.chat_template``, a Jinja file, when set)."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(base_path)
-    if model_cfg.get("chat_template"):
+    if model_cfg.chat_template:
         template = Path(model_cfg.chat_template)
         if not template.is_file():
             raise ValueError(f"model.chat_template={model_cfg.chat_template}: no such file (a Jinja chat template)")
@@ -81,14 +82,14 @@ def load_tokenizer(model_cfg: Any, base_path: str):
     if not tokenizer.chat_template:
         raise ValueError(f"the tokenizer of {base_path} has no chat template: fine-tune an instruction-tuned (chat) "
                          "model, or give one with model.chat_template=FILE.jinja")
-    if model_cfg.get("pad_token"):
+    if model_cfg.pad_token:
         tokenizer.pad_token = model_cfg.pad_token
     return tokenizer
 
 
-def quantization_config(model_cfg: Any, dtype):
+def quantization_config(model_cfg: ModelSettings, dtype):
     """QLoRA's 4-bit NF4 base weights (bitsandbytes, CUDA only); None when the preset is not quantized."""
-    mode = model_cfg.get("quantization") or "none"
+    mode = model_cfg.quantization
     if mode == "none":
         return None
     if mode != "4bit":
@@ -106,11 +107,11 @@ def quantization_config(model_cfg: Any, dtype):
                               bnb_4bit_compute_dtype=dtype)
 
 
-def load_model(model_cfg: Any, base_path: str, dtype):
+def load_model(model_cfg: ModelSettings, base_path: str, dtype):
     from transformers import AutoModelForCausalLM
 
     kwargs: dict[str, Any] = {"dtype": dtype}
-    if model_cfg.get("attn_implementation"):
+    if model_cfg.attn_implementation:
         kwargs["attn_implementation"] = model_cfg.attn_implementation
     quant = quantization_config(model_cfg, dtype)
     if quant is not None:
@@ -122,10 +123,27 @@ def load_model(model_cfg: Any, base_path: str, dtype):
     return AutoModelForCausalLM.from_pretrained(base_path, **kwargs)
 
 
-def lora_config(lora_cfg: Any):
+def lora_config(lora_cfg: LoraSettings):
     from peft import LoraConfig, TaskType
 
     targets = lora_cfg.target_modules
     targets = targets if isinstance(targets, str) else list(targets)
-    return LoraConfig(task_type=TaskType.CAUSAL_LM, r=int(lora_cfg.r), lora_alpha=int(lora_cfg.alpha),
-                      lora_dropout=float(lora_cfg.dropout), target_modules=targets)
+    return LoraConfig(task_type=TaskType.CAUSAL_LM, r=lora_cfg.r, lora_alpha=lora_cfg.alpha,
+                      lora_dropout=lora_cfg.dropout, target_modules=targets)
+
+
+def training_flops_per_token(model) -> int:
+    """The model FLOPs one token costs in a training step, for model FLOPs utilisation (MFU).
+
+    Each weight of a matrix product costs 2 FLOPs in the forward pass and 2 for the gradient of its input in
+    the backward pass, plus 2 for its own gradient when it trains: 6 per trained weight, 4 per frozen one
+    (the whole base under LoRA, so LoRA's figure is about 4 x parameters, not the dense 6). The input
+    embedding is a lookup and costs nothing, unless it is tied to the output layer; every other parameter
+    is counted as a matrix weight (norm scales: a negligible share). Attention's own FLOPs (scores and
+    weighted sums, growing with the sequence length) are left out, so long sequences are undercounted.
+    """
+    embedding = model.get_input_embeddings().weight
+    output = model.get_output_embeddings()
+    counted_embedding = output is not None and output.weight is embedding
+    return sum(p.numel() * (6 if p.requires_grad else 4) for p in model.parameters()
+               if p is not embedding or counted_embedding)

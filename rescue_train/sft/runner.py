@@ -17,49 +17,52 @@ import hashlib
 import json
 import logging
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from ..io import write_json_atomic
 from ..model_card import write_model_card
+from ..settings import to_yaml
 from ..provenance import config_hash, git_commit, versions
 from . import data as run_data
+from .config import LoraRunConfig
 from .models import compute_dtype, load_model, load_tokenizer, lora_config, resolve_model_path
 
 log = logging.getLogger(__name__)
 ADAPTER_DIR = "adapter"
 
 
-def training_args(cfg: Any, run_dir: Path, has_validation: bool):
+def training_args(cfg: LoraRunConfig, run_dir: Path, has_validation: bool):
     import torch
     from trl import SFTConfig
 
     t = cfg.train
     dtype = compute_dtype(t.precision)
-    evaluate = has_validation and int(t.eval_steps) > 0
-    if int(t.early_stopping_patience) > 0 and not evaluate:
+    evaluate = has_validation and t.eval_steps > 0
+    if t.early_stopping_patience > 0 and not evaluate:
         raise ValueError("train.early_stopping_patience needs a validation fold with instances and train.eval_steps > 0")
     report_to = [r for r in t.report_to if r not in ("tensorboard", "none")]
     return SFTConfig(
         output_dir=str(run_dir / "checkpoints"),
         # without use_cpu, several CPU processes silently train as duplicate single-process runs
         use_cpu=not torch.cuda.is_available(),
-        seed=int(cfg.seed), data_seed=int(cfg.seed),
-        num_train_epochs=float(t.epochs), max_steps=int(t.max_steps),
-        per_device_train_batch_size=int(t.batch_size), per_device_eval_batch_size=int(t.batch_size),
-        gradient_accumulation_steps=int(t.grad_accum), learning_rate=float(t.lr),
-        lr_scheduler_type=t.scheduler, warmup_steps=float(t.warmup) if float(t.warmup) < 1 else int(t.warmup), weight_decay=float(t.weight_decay),
-        max_grad_norm=float(t.max_grad_norm), max_length=int(t.max_length), packing=bool(t.packing),
+        seed=cfg.seed, data_seed=cfg.seed,
+        num_train_epochs=t.epochs, max_steps=t.max_steps,
+        per_device_train_batch_size=t.batch_size, per_device_eval_batch_size=t.batch_size,
+        gradient_accumulation_steps=t.grad_accum, learning_rate=t.lr,
+        lr_scheduler_type=t.scheduler, warmup_steps=t.warmup if t.warmup < 1 else int(t.warmup), weight_decay=t.weight_decay,
+        max_grad_norm=t.max_grad_norm, max_length=t.max_length, packing=t.packing,
         bf16=dtype == torch.bfloat16, fp16=dtype == torch.float16,
-        gradient_checkpointing=bool(t.gradient_checkpointing),
+        gradient_checkpointing=t.gradient_checkpointing,
         gradient_checkpointing_kwargs={"use_reentrant": False} if t.gradient_checkpointing else None,
         completion_only_loss=True,  # the data are prompt/completion rows: the loss falls on the answer
-        logging_steps=int(t.logging_steps), logging_first_step=True,
-        eval_strategy="steps" if evaluate else "no", eval_steps=int(t.eval_steps) if evaluate else None,
-        save_strategy="steps", save_steps=int(t.eval_steps) if int(t.eval_steps) > 0 else 500,
-        save_total_limit=int(t.save_total_limit),
-        load_best_model_at_end=int(t.early_stopping_patience) > 0, metric_for_best_model="eval_loss",
-        report_to=report_to or "none", dataloader_num_workers=int(t.num_workers),
+        logging_steps=t.logging_steps, logging_first_step=True,
+        eval_strategy="steps" if evaluate else "no", eval_steps=t.eval_steps if evaluate else None,
+        save_strategy="steps", save_steps=t.eval_steps if t.eval_steps > 0 else 500,
+        save_total_limit=t.save_total_limit,
+        load_best_model_at_end=t.early_stopping_patience > 0, metric_for_best_model="eval_loss",
+        report_to=report_to or "none", dataloader_num_workers=t.num_workers,
         ddp_find_unused_parameters=False,
     ), dtype
 
@@ -89,7 +92,7 @@ def last_checkpoint(run_dir: Path, resume: Any) -> str | None:
     return found if mode != "false" else None
 
 
-def _callbacks(cfg: Any, run_dir: Path, is_main: bool) -> list:
+def _callbacks(cfg: LoraRunConfig, run_dir: Path, is_main: bool) -> list:
     from transformers import EarlyStoppingCallback
     from transformers.integrations import TensorBoardCallback
 
@@ -98,38 +101,36 @@ def _callbacks(cfg: Any, run_dir: Path, is_main: bool) -> list:
         from torch.utils.tensorboard import SummaryWriter
 
         callbacks.append(TensorBoardCallback(tb_writer=SummaryWriter(log_dir=str(run_dir / "logs"))))
-    if int(cfg.train.early_stopping_patience) > 0:
-        callbacks.append(EarlyStoppingCallback(early_stopping_patience=int(cfg.train.early_stopping_patience)))
+    if cfg.train.early_stopping_patience > 0:
+        callbacks.append(EarlyStoppingCallback(early_stopping_patience=cfg.train.early_stopping_patience))
     return callbacks
 
 
-def provenance(cfg: Any, resolved: dict, base_path: str, train_data, extra: dict) -> dict:
+def provenance(cfg: LoraRunConfig, resolved: dict, base_path: str, train_data, extra: dict) -> dict:
     return {
         "kind": "lora_sft", "recipe": cfg.name, "tasks": dict(resolved["tasks"]),
         "base_model": base_path, "model_preset": cfg.model.name, "model_path": cfg.model.path,
-        "chat_template": cfg.model.chat_template, "adapter": ADAPTER_DIR, "seed": int(cfg.seed),
+        "chat_template": cfg.model.chat_template, "adapter": ADAPTER_DIR, "seed": cfg.seed,
         # QLoRA trains on 4-bit base weights; merge and evaluation load the base unquantized (bf16 on a GPU)
-        "base_quantization": cfg.model.get("quantization") or "none",
+        "base_quantization": cfg.model.quantization,
         "data": train_data.meta, "manifest_hash": train_data.meta["manifest_hash"],
         "split_manifest": "data/split_manifest.json", "config_hash": config_hash(resolved),
         "git_commit": git_commit(), "versions": versions(), **extra,
     }
 
 
-def run(cfg: Any) -> Path:
-    """Train the recipe ``cfg`` (a resolved OmegaConf config); returns the run folder."""
-    from omegaconf import OmegaConf
-
+def run(cfg: LoraRunConfig) -> Path:
+    """Train the recipe ``cfg``; returns the run folder."""
     from .trainer import RescueSFTTrainer
 
     run_dir = Path(cfg.output_dir).resolve()
-    resolved = OmegaConf.to_container(cfg, resolve=True)
+    resolved = asdict(cfg)
     checkpoint = last_checkpoint(run_dir, cfg.resume)
     args, dtype = training_args(cfg, run_dir, has_validation=True)
     is_main = args.process_index == 0
     if is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
-        OmegaConf.save(cfg, run_dir / "config.yaml", resolve=True)
+        (run_dir / "config.yaml").write_text(to_yaml(cfg), encoding="utf-8")
     train_data = run_data.prepare(cfg, run_dir, is_main, barrier=args.distributed_state.wait_for_everyone)
     if train_data.validation is None:
         log.warning("fold %s has no validation instances: no evaluation loss, no early stopping", cfg.data.test_fold)

@@ -52,8 +52,7 @@ class RescueSFTTrainer(SFTTrainer):
         if balancing and (kwargs["args"].packing or kwargs["args"].padding_free):
             # packing keeps only token columns and joins instances of different classes into one row
             raise ValueError(f"task mixing and class balancing ({', '.join(balancing)}) need one instance per row: "
-                             "set train.packing=false (or, for one task, balance.sampling=none and "
-                             "balance.class_weights=none)")
+                             "set train.packing=false (or, for one task, balance.strategy=none)")
         super().__init__(*args, **kwargs)
         if "class_weight" in balancing:
             self.data_collator = ClassWeightCollator(self.data_collator)

@@ -1,14 +1,15 @@
 """Class balance and task mixing inside SFT: which instances to draw, and how much each one's answer weighs.
 
-RPP and SSP labels are long-tailed, so a plain SFT run mostly learns the head classes. Two remedies, both
+RPP and SSP labels are long-tailed, so a plain SFT run mostly learns the head classes. A strategy
+(``balance.strategy``, the names ``rescue-train compare`` uses for LoRA runs too) combines two remedies, both
 computed per task (label spaces are per task):
 
-* sampling (``balance.sampling``): the probability of drawing each training instance. ``balanced`` gives
-  every class of a task the same share of the task's draws; ``sqrt`` gives class c a share proportional to
-  sqrt(n_c), halfway between natural and balanced. Tasks get their mixing weight's share first.
-* loss weights (``balance.class_weights``): each instance's answer tokens are weighted by its class
-  weight, ``balanced`` = n / (K * n_c) as in scikit-learn, ``sqrt`` = its square root; the loss stays a
-  mean over answer tokens (sum of weighted token losses / token count).
+* sampling: the probability of drawing each training instance. ``balanced`` gives every class of a task the same
+  share of the task's draws; ``sqrt`` gives class c a share proportional to sqrt(n_c), halfway between natural and
+  balanced. Tasks get their mixing weight's share first.
+* loss weights: each instance's answer tokens are weighted by its class weight, ``balanced`` = n / (K * n_c) as in
+  scikit-learn, ``sqrt`` = its square root; the loss stays a mean over answer tokens (sum of weighted token
+  losses / token count).
 
 Generation tasks (ER, VP, RSG) have no classes: their instances count uniformly with weight 1.
 """
@@ -17,11 +18,30 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 from ..tasks import get_task
 
-STRATEGIES = ("none", "balanced", "sqrt")
+PARTS = ("none", "balanced", "sqrt")
+
+
+@dataclass(frozen=True)
+class Strategy:
+    summary: str
+    sampling: str = "none"  # one of PARTS
+    class_weights: str = "none"  # one of PARTS
+
+
+STRATEGIES = {
+    "none": Strategy("natural draws, plain answer loss"),
+    "inverse_freq": Strategy("answer tokens weighted n/(K n_c)", class_weights="balanced"),
+    "sqrt_sampling": Strategy("square-root class-balanced draws", sampling="sqrt"),
+    "balanced_sampling": Strategy("every class of a task drawn equally often", sampling="balanced"),
+    "sqrt_weights": Strategy("answer tokens weighted sqrt(n/(K n_c))", class_weights="sqrt"),
+    "sqrt_sampling_sqrt_weights": Strategy("square-root draws and sqrt(n/(K n_c)) weights", sampling="sqrt",
+                                           class_weights="sqrt"),
+}
 
 
 def class_key(task: str, gold: Any) -> str | None:
@@ -34,13 +54,13 @@ def class_key(task: str, gold: Any) -> str | None:
 
 
 def _check(strategy: str, what: str) -> None:
-    if strategy not in STRATEGIES:
-        raise ValueError(f"{what} must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
+    if strategy not in PARTS:
+        raise ValueError(f"{what} must be one of {', '.join(PARTS)}, got {strategy!r}")
 
 
 def class_weights(tasks: Sequence[str], classes: Sequence[str | None], strategy: str) -> list[float]:
     """Per-instance loss weight: its class's weight within its task (1.0 for unclassed instances)."""
-    _check(strategy, "balance.class_weights")
+    _check(strategy, "class weights")
     if strategy == "none":
         return [1.0] * len(tasks)
     import numpy as np
@@ -64,7 +84,7 @@ def sampling_weights(tasks: Sequence[str], classes: Sequence[str | None], mixing
                      strategy: str) -> list[float]:
     """Per-instance draw probability (summing to 1): the task's share of ``mixing``, split over its classes
     by ``strategy``, then evenly over each class's instances."""
-    _check(strategy, "balance.sampling")
+    _check(strategy, "sampling")
     present = list(dict.fromkeys(tasks))
     missing = [t for t in present if t not in mixing]
     if missing:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 from rescue_train.baselines.registry import BASELINES
-from rescue_train.baselines.runner import RunConfig, load_records, score
+from rescue_train.baselines.runner import BaselineData, RunConfig, load_records, score
 
 from rescue_train.cli import main as rescue_train
 from rescue_train.data.load import load_samples
@@ -65,13 +65,13 @@ def test_bad_input_is_one_clear_error(tmp_path, capsys):
 
 
 def test_config_errors():
-    with pytest.raises(ValueError, match="needs --bertscore-layers"):
-        RunConfig(source="bundled", bertscore="/some/model")
-    with pytest.raises(ValueError, match="--test-fold needs --split kfold"):
-        RunConfig(source="bundled", split="leave_one_unit_out", test_fold=0)
+    with pytest.raises(ValueError, match="needs bertscore_layers"):
+        RunConfig(bertscore="/some/model")
+    with pytest.raises(ValueError, match="data.test_fold needs data.split=kfold"):
+        RunConfig(data=BaselineData(split="leave_one_unit_out", test_fold=0))
     with pytest.raises(ValueError, match="unknown task or baseline: nope"):
-        RunConfig(source="bundled", baselines=("nope",))
-    assert set(RunConfig(source="bundled").tasks) == set(TASKS)
+        RunConfig(baselines=["nope"])
+    assert set(RunConfig().tasks) == set(TASKS) and RunConfig().data.test_fold is None
 
 
 def test_an_evaluation_folder_is_read_with_its_scores(tmp_path):

@@ -153,5 +153,5 @@ def test_strategy_registry_names_backends_and_errors():
     assert balance.class_weights(balance.STRATEGIES["cb_focal"], [1, 2], 0.5) == pytest.approx([1.2, 0.8])
     with pytest.raises(ValueError, match="unknown strategies"):
         balance.check_strategies(["none", "magic"], "sklearn")
-    with pytest.raises(ValueError, match="do not apply to backend=sklearn"):
+    with pytest.raises(ValueError, match="do not apply to learner=sklearn"):
         balance.check_strategies(["focal"], "sklearn")

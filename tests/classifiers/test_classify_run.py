@@ -7,16 +7,18 @@ import sys
 
 import joblib
 import numpy as np
+from cli_helpers import command
 import pytest
 from rescue_train.baselines.runner import load_records
 from sft_helpers import ROOT
 
 from rescue_train.classifiers.classifier import LabelSpace, Split, load_cls_rows
 from rescue_train.classifiers.classify_run import check_no_leak, fold_data
-from rescue_train.cli import baselines as baselines_cli
-from rescue_train.cli.train import main
 from rescue_train.data.splits import LeakageError, SplitManifest
 from rescue_train.scoring.metrics import aggregate, task_labels
+
+baselines_cli = command("baselines")
+main = command("train")
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 FILES = ("config.yaml", "provenance.json", "predictions.jsonl", "metrics.json", "data/split_manifest.json")
@@ -41,12 +43,12 @@ def ranked(logits: np.ndarray, rows: list[dict], labels: list[str], offset) -> l
     return [sorted(r["label_names"], key=lambda n: -s[index[f"{r['scenario']}:{n}"]]) for r, s in zip(rows, scores)]
 
 
-def check_run_folder(run_dir, strategy: str, backend: str) -> list[dict]:
+def check_run_folder(run_dir, strategy: str, learner: str) -> list[dict]:
     for name in FILES:
         assert (run_dir / name).is_file(), name
     rows, manifest, test = fold_rows(run_dir)
     prov = json.loads((run_dir / "provenance.json").read_text())
-    assert (prov["kind"], prov["strategy"], prov["backend"], prov["seed"]) == ("classifier", strategy, backend, 0)
+    assert (prov["kind"], prov["strategy"], prov["learner"], prov["seed"]) == ("classifier", strategy, learner, 0)
     assert prov["manifest_hash"] == manifest.hash and prov["data_fingerprint"] and prov["source_fingerprint"]
     assert "git_commit" in prov and prov["versions"]["scikit-learn"]
     # No unit of the test fold is fitted on (training, or validation choosing tau).
@@ -122,7 +124,7 @@ def test_leak_check_refuses_test_fold_rows_among_fitted_ones(sklearn_run):
 def test_baselines_score_the_run_beside_themselves(sklearn_run, capsys):
     argv = ["bundled", "--test-fold", "0", "--tasks", "rpp", "--baselines", "majority", "--json",
             "--predictions", f"mycls={sklearn_run / 'predictions.jsonl'}"]
-    assert baselines_cli.main(argv) == 0
+    assert baselines_cli(argv) == 0
     results = json.loads(capsys.readouterr().out)
     mine = results["models"]["mycls"]["aggregates"]["rpp"]
     assert mine == json.loads((sklearn_run / "metrics.json").read_text())
@@ -138,7 +140,7 @@ def test_torch_run_keeps_a_loadable_model(tmp_path, model, extra):
     from rescue_train.classifiers.classifier import _Encoded, _logits
 
     run_dir = tmp_path / "run"
-    assert train(run_dir, "backend=torch", "strategy=posthoc_la", f"torch.model={model}", "torch.steps=3",
+    assert train(run_dir, "learner=torch", "strategy=posthoc_la", f"torch.model={model}", "torch.steps=3",
                  "torch.batch_size=4", "torch.max_length=96", *extra) == 0
     records = check_run_folder(run_dir, "posthoc_la", "torch")
     folder = run_dir / "model"
@@ -163,7 +165,7 @@ def test_torch_run_keeps_a_loadable_model(tmp_path, model, extra):
 
 def test_train_entry_points_dispatch_classifier_recipes(capsys):
     assert main(["recipe=rpp_cls", "strategy=focal"]) == 2  # torch-only strategy on the sklearn default
-    assert "do not apply to backend=sklearn" in capsys.readouterr().err
+    assert "do not apply to learner=sklearn" in capsys.readouterr().err
     assert main(["recipe=rpp_cls", "seeds=[0,1]"]) == 2  # compare's keys are not train settings
     assert "unknown key seeds; did you mean seed?" in capsys.readouterr().err
     done = subprocess.run([sys.executable, "train.py", "recipe=ssp_cls", "strategy=inverse_freq", "data.test_fold=2",

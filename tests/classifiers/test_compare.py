@@ -23,16 +23,16 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def test_load_config_merges_recipe_and_overrides_and_always_compares_against_none():
     config = load_config(["recipe=rpp_cls", "strategies=[posthoc_la,oversample]", "seeds=[0,1]", "sklearn.C=0.5"])
-    assert (config.task, config.backend, config.recipe) == ("rpp", "sklearn", "rpp_cls")
+    assert (config.task, config.learner, config.recipe) == ("rpp", "sklearn", "rpp_cls")
     assert config.strategies == ["none", "posthoc_la", "oversample"]
     assert config.seeds == [0, 1] and config.sklearn.C == 0.5
     assert config.output_dir == "runs/compare/rpp_cls-sklearn"
     assert "smote" in load_config(["recipe=ssp_cls"]).strategies
-    assert "crt" in load_config(["recipe=ssp_cls", "backend=torch"]).strategies
+    assert "crt" in load_config(["recipe=ssp_cls", "learner=torch"]).strategies
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["recipe=rpp_cls", "strategies=[focal]"], "do not apply to backend=sklearn"),
+    (["recipe=rpp_cls", "strategies=[focal]"], "do not apply to learner=sklearn"),
     (["recipe=rpp_cls", "sklearn.nope=1"], "unknown key sklearn.nope"),
     (["recipe=rpp_cls", "sklearn.C=big"], "sklearn.C: expected a float, got 'big'"),
     (["recipe=rpp_cls", "data.split_sed=1"], "unknown key data.split_sed; did you mean data.split_seed"),
@@ -115,6 +115,21 @@ def test_bootstrap_resamples_units_not_rows():
     assert stats["none"]["ci"]["accuracy"] == [0.0, 1.0]
 
 
+def test_bootstrap_resamples_units_within_scenario():
+    # Couples u0 (right) and u1 (wrong), one family f (right), one row each. Within scenario, f is in every
+    # draw and the two couple draws give (u0, u0) 1, (u0, u1) 2/3 or (u1, u1) 1/3, each pure pair 1/4 of the
+    # time; pooled resampling would also give all-u1 draws (accuracy 0). One unit alone gets no interval.
+    gold = np.zeros(3, dtype=int)
+    pred = np.array([0, 1, 0])
+    p = Predictions(gold, pred[None], np.where(pred == 0, 1.0, 2.0)[None])
+    settings = EvalSettings(bootstrap=400, permutations=0)
+    stats = scope_statistics({"none": p}, np.array(["u0", "u1", "f"]), 2, np.array([0, 2]), settings,
+                             strata=np.array(["couple", "couple", "family"]))
+    assert stats["none"]["ci"]["accuracy"] == pytest.approx([1 / 3, 1.0])
+    alone = scope_statistics({"none": p}, np.array(["f"] * 3), 2, np.array([0, 2]), settings)
+    assert alone["none"]["ci"]["accuracy"] is None
+
+
 def _run(tmp_path, *extra):
     argv = ["recipe=rpp_cls", f"output_dir={tmp_path / 'cmp'}", "evaluation.bootstrap=100",
             "evaluation.permutations=100", *extra]
@@ -156,19 +171,19 @@ def test_sklearn_compare_on_bundled_data_writes_everything_and_resumes(tmp_path)
 
 @pytest.mark.slow
 def test_torch_compare_with_tiny_encoder_on_bundled_data(tmp_path):
-    results = _run(tmp_path, "backend=torch", "strategies=[ldam_drw,crt,posthoc_la]", "test_folds=[0,1]",
+    results = _run(tmp_path, "learner=torch", "strategies=[ldam_drw,crt,posthoc_la]", "test_folds=[0,1]",
                    "torch.steps=3", "torch.batch_size=4", "torch.crt_steps=2", "torch.max_length=128", "plots=false")
     assert list(results["strategies"]) == ["none", "ldam_drw", "crt", "posthoc_la"]
     assert results["folds"] == [0, 1] and "plots" not in results
     run = json.loads((tmp_path / "cmp" / "runs" / "crt" / "fold1_seed0.json").read_text())
-    assert len(run["backend_info"]["train_loss"]) == 2
+    assert len(run["learner_info"]["train_loss"]) == 2
     record = run["predictions"][0]
     assert record["parse_status"] == "ok" and sorted(record["prediction"]) == sorted(record["label_scores"])
 
 
 @pytest.mark.slow
 def test_torch_compare_with_tiny_decoder_and_lora(tmp_path):
-    results = _run(tmp_path, "backend=torch", "strategies=[balanced_softmax]", "test_folds=[0]", "torch.model=tiny",
+    results = _run(tmp_path, "learner=torch", "strategies=[balanced_softmax]", "test_folds=[0]", "torch.model=tiny",
                    "torch.lora=true", "torch.steps=2", "torch.batch_size=2", "torch.max_length=96", "plots=false",
                    "recipe=ssp_cls")
     assert results["task"] == "ssp" and set(results["strategies"]) == {"none", "balanced_softmax"}

@@ -12,6 +12,7 @@ import pytest
 from rescue_train.cli import main as cli
 from rescue_train.compare.config import load_config, run_settings
 from rescue_train.compare.lora import balance_overrides, rank_command, training_command
+from rescue_train.settings import shipped
 
 CPU_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "accelerate" / "cpu.yaml"
 LLM_STRATEGIES = ["none", "inverse_freq", "sqrt_sampling", "balanced_sampling", "sqrt_weights",
@@ -21,7 +22,7 @@ LLM_STRATEGIES = ["none", "inverse_freq", "sqrt_sampling", "balanced_sampling", 
 def test_lora_recipe_gives_llm_strategies_and_training_overrides_for_every_run():
     config = load_config(["recipe=rpp_lora", "model=tiny", "train.max_steps=300", "train.max_length=2048",
                           "seeds=[0,1]", "rank.batch_size=4"])
-    assert (config.backend, config.task, config.recipe) == ("lora", "rpp", "rpp_lora")
+    assert (config.learner, config.task, config.recipe) == ("lora", "rpp", "rpp_lora")
     assert config.strategies == LLM_STRATEGIES and config.seeds == [0, 1] and config.rank.batch_size == 4
     assert config.training == ["model=tiny", "train.max_steps=300", "train.max_length=2048"]
     assert config.training_config["train"]["max_steps"] == 300 and config.training_config["train"]["max_length"] == 2048
@@ -32,25 +33,29 @@ def test_lora_recipe_gives_llm_strategies_and_training_overrides_for_every_run()
 
 
 def test_every_llm_strategy_maps_to_the_training_paths_balance_options():
+    """One vocabulary: a LoRA comparison's strategy is the name the training recipe's balance.strategy takes, and
+    each names the sampling and loss weights of rescue_train.sft.weighting."""
+    from rescue_train.sft.weighting import STRATEGIES
+
     assert {name: balance_overrides(name) for name in LLM_STRATEGIES} == {
-        "none": ["balance.sampling=none", "balance.class_weights=none"],
-        "inverse_freq": ["balance.sampling=none", "balance.class_weights=balanced"],
-        "sqrt_sampling": ["balance.sampling=sqrt", "balance.class_weights=none"],
-        "balanced_sampling": ["balance.sampling=balanced", "balance.class_weights=none"],
-        "sqrt_weights": ["balance.sampling=none", "balance.class_weights=sqrt"],
-        "sqrt_sampling_sqrt_weights": ["balance.sampling=sqrt", "balance.class_weights=sqrt"]}
+        name: [f"balance.strategy={name}"] for name in LLM_STRATEGIES}
+    assert {name: (s.sampling, s.class_weights) for name, s in STRATEGIES.items()} == {
+        "none": ("none", "none"), "inverse_freq": ("none", "balanced"), "sqrt_sampling": ("sqrt", "none"),
+        "balanced_sampling": ("balanced", "none"), "sqrt_weights": ("none", "sqrt"),
+        "sqrt_sampling_sqrt_weights": ("sqrt", "sqrt")}
 
 
 def test_training_and_rank_commands(tmp_path):
     config = load_config(["recipe=ssp_lora", "model=tiny", "data.context=3", "strategies=[sqrt_weights]",
-                          "launch.config_file=cfg.yaml", "launch.args=--num_processes 2 --main_process_port 0",
+                          "launch.config_file=single_gpu", "launch.args=--num_processes 2 --main_process_port 0",
                           "rank.backend=vllm", "rank.args=[max_model_len=4096]"])
     run_dir = tmp_path / "run"
     assert training_command(config, "sqrt_weights", 2, 1, run_dir) == [
-        sys.executable, "-m", "accelerate.commands.launch", "--config_file", "cfg.yaml", "--num_processes", "2",
+        sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(shipped("configs/accelerate") /
+                                                                                  "single_gpu.yaml"), "--num_processes", "2",
         "--main_process_port", "0", "-m", "rescue_train", "train", "recipe=ssp_lora", "model=tiny",
-        "data.context=3", "train.eval_steps=0", "seed=1", "data.test_fold=2", "balance.sampling=none",
-        "balance.class_weights=sqrt", f"output_dir={run_dir}"]
+        "data.context=3", "train.eval_steps=0", "seed=1", "data.test_fold=2", "balance.strategy=sqrt_weights",
+        f"output_dir={run_dir}"]
     assert rank_command(config, run_dir, run_dir / "rank_eval") == [
         sys.executable, "-m", "rescue_train", "eval", f"run={run_dir}", "protocol=rank", "tasks=[ssp]",
         "backend=vllm", "batch_size=8", "rank_score=sum", "bertscore=none", "judge=none", "progress=false",
@@ -80,11 +85,11 @@ def test_rank_evaluation_takes_the_runs_whole_data_config_include_current_too(tm
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["recipe=rpp_lora", "balance.sampling=sqrt"], "sets balance itself"),
+    (["recipe=rpp_lora", "balance.strategy=sqrt_sampling"], "sets balance itself"),
     (["recipe=rpp_lora", "seed=3"], r"use seeds=\[...\]"),
     (["recipe=rpp_lora", "data.test_fold=1"], r"use test_folds=\[...\]"),
-    (["recipe=rpp_lora", "strategies=[focal]"], "do not apply to backend=lora"),
-    (["recipe=rpp_lora", "train.nope=1"], "bad training override"),
+    (["recipe=rpp_lora", "strategies=[focal]"], "do not apply to learner=lora"),
+    (["recipe=rpp_lora", "train.nope=1"], "unknown key train.nope"),
     (["recipe=rpp_lora", "data.answer_format=json"], "answer_format must be label"),
     (["recipe=rpp_lora", "rank.backend=openai"], "rank.backend must be hf or vllm"),
     (["recipe=er_lora"], "not a closed-set task"),
@@ -115,7 +120,7 @@ def test_lora_compare_tiny_two_strategies_two_folds_end_to_end(tmp_path, capsys)
 
     assert cli(["compare", *argv]) == 0
     results = json.loads((out / "results.json").read_text())
-    assert results["backend"] == "lora" and list(results["strategies"]) == ["none", "sqrt_sampling_sqrt_weights"]
+    assert results["learner"] == "lora" and list(results["strategies"]) == ["none", "sqrt_sampling_sqrt_weights"]
     assert results["folds"] == [0, 1]
     manifest = SplitManifest.load(out / "data" / "split_manifest.json")
     tested = {r["id"] for r in load_cls_rows(out / "data", "ssp") if manifest.assignment[r["unit"]] in (0, 1)}
@@ -125,8 +130,8 @@ def test_lora_compare_tiny_two_strategies_two_folds_end_to_end(tmp_path, capsys)
                             f"{2 ** results['scopes']['both']['units']} unit swap patterns"
     assert tests["p_holm"] >= tests["p_value"]
     record = json.loads((out / "runs" / "sqrt_sampling_sqrt_weights" / "fold1_seed0.json").read_text())
-    assert record["backend_info"]["balance"] == ["balance.sampling=sqrt", "balance.class_weights=sqrt"]
-    assert record["backend_info"]["manifest_hash"] == manifest.hash
+    assert record["learner_info"]["balance"] == ["balance.strategy=sqrt_sampling_sqrt_weights"]
+    assert record["learner_info"]["manifest_hash"] == manifest.hash
     assert {p["id"] for p in record["predictions"]} <= tested
     first = record["predictions"][0]
     assert sorted(first["prediction"]) == sorted(first["label_scores"]) and first["parse_status"] == "ok"

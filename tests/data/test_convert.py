@@ -48,7 +48,7 @@ def files(folder: Path):
 
 
 def test_same_input_gives_byte_identical_outputs(source, tmp_path):
-    convert(ConvertConfig(data=DataConfig(source=str(source)), out=str(tmp_path / "a")))
+    convert(ConvertConfig(data=DataConfig(source=str(source)), output_dir=str(tmp_path / "a")))
     # the second run in another process with another string-hash seed: no set or dict order may leak out
     subprocess.run([sys.executable, "-m", "rescue_train", "convert", str(source), "--output-dir", str(tmp_path / "b")],
                    check=True, capture_output=True, env={**os.environ, "PYTHONHASHSEED": "12345"})
@@ -59,7 +59,7 @@ def test_same_input_gives_byte_identical_outputs(source, tmp_path):
 
 def test_instances_contract_and_datasets(source, tmp_path):
     out = tmp_path / "out"
-    meta = convert(ConvertConfig(data=DataConfig(source=str(source), folds=3), out=str(out)))
+    meta = convert(ConvertConfig(data=DataConfig(source=str(source), folds=3), output_dir=str(out)))
     lines = [json.loads(line) for line in (out / "ssp" / "instances.jsonl").read_text().splitlines()]
     # 12 samples x 2 therapist rows with in-taxonomy strategies
     assert len(lines) == 24 and meta["tasks"]["ssp"]["instances"] == {"couple": 24}
@@ -98,7 +98,7 @@ def test_instances_contract_and_datasets(source, tmp_path):
 def test_options_reach_the_datasets(source, tmp_path):
     out = tmp_path / "json"
     convert(ConvertConfig(data=DataConfig(source=str(source), answer_format="json", mode="audiovisual", split="none"),
-                          out=str(out), tasks=["rpp", "vp"]))
+                          output_dir=str(out), tasks=["rpp", "vp"]))
     sft = datasets.load_from_disk(str(out / "rpp" / "sft"))
     assert list(sft) == ["test"] and set(sft["test"]["fold"]) == {-1}
     answer = json.loads(sft["test"][0]["completion"][0]["content"])

@@ -222,7 +222,7 @@ def test_a_convert_output_folder_is_not_taken_for_a_benchmark(tmp_path):
     from rescue_train.convert import ConvertConfig, convert
     from rescue_train.data.config import DataConfig
 
-    convert(ConvertConfig(data=DataConfig(split="none"), out=str(tmp_path / "out"), tasks=["itp"]))
+    convert(ConvertConfig(data=DataConfig(split="none"), output_dir=str(tmp_path / "out"), tasks=["itp"]))
     assert error_of(tmp_path / "out") == (f"{tmp_path / 'out'}: this is an output folder of `rescue-train convert`, "
                                           f"not a benchmark: point at the source it was converted from (see its "
                                           f"convert_meta.json)")
@@ -299,7 +299,7 @@ def test_cli_exits_2_with_the_message_and_prints_notes(tmp_path, capsys):
     path = write_lines(tmp_path / "b.jsonl", [intensity_line("Infinity")])
     assert cli_main(["stats", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err == (f"rescue-train: error: {path}:1, sample 'a/1', row 1, field 'internal_emotion[0].intensity': "
+    assert err == (f"rescue-train stats: error: {path}:1, sample 'a/1', row 1, field 'internal_emotion[0].intensity': "
                    f"expected a finite number, got float inf\n")
     path = write_lines(tmp_path / "c.jsonl", [raw_sample("a/1", [row("Ann", ["Ben"])],
                                                          participants=["Ann", "Ben", "Therapist"])])
@@ -317,5 +317,5 @@ def test_cli_never_shows_a_traceback_for_deep_nesting_in_a_subprocess(tmp_path):
     done = subprocess.run([sys.executable, "-m", "rescue_train", "stats", str(path)], capture_output=True, text=True,
                           timeout=120)
     assert (done.returncode, done.stdout) == (2, "")
-    assert done.stderr == (f"rescue-train: error: {path}:1: lists or objects nested too deeply to read (Python's "
+    assert done.stderr == (f"rescue-train stats: error: {path}:1: lists or objects nested too deeply to read (Python's "
                            f"limit is about 1000 levels)\n")

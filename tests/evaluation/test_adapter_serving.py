@@ -30,10 +30,10 @@ TRAIN = ["model=tiny", "train.max_steps=2", "train.batch_size=2", "train.grad_ac
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory) -> Path:
-    from rescue_train.sft.config import compose
+    from rescue_train.sft.config import load_config
     from rescue_train.sft.runner import run
 
-    return run(compose("ssp_lora", [*TRAIN, f"output_dir={tmp_path_factory.mktemp('run') / 'ssp'}"]))
+    return run(load_config("ssp_lora", [*TRAIN, f"output_dir={tmp_path_factory.mktemp('run') / 'ssp'}"]))
 
 
 @pytest.fixture(scope="module")

@@ -45,4 +45,4 @@ def test_unknown_id_is_located(tmp_path, capsys):
     human = tmp_path / "human.jsonl"
     human.write_text('{"id": "i0", "score": 1}\n{"id": "nope", "score": 2}\n')
     assert main(["agreement", str(_results(tmp_path)), "--human", str(human)]) == 2
-    assert "human.jsonl:2: id 'nope'" in capsys.readouterr().out
+    assert "human.jsonl:2: id 'nope'" in capsys.readouterr().err

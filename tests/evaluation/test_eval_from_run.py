@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import evaluation_helpers  # noqa: F401  (offline settings)
+from cli_helpers import command
 import pytest
 
 from rescue_train.evaluation.config import load_config
@@ -38,7 +39,7 @@ def _eval_prompts(cfg) -> dict[str, list[dict]]:
 
 @pytest.fixture(scope="module")
 def lora_run(tmp_path_factory) -> Path:
-    from rescue_train.cli.train import main
+    main = command("train")
 
     out = tmp_path_factory.mktemp("lora") / "run"
     assert main(["recipe=ssp_lora", "+tasks.rpp=1.0", *DATA, "train.max_steps=1", "train.batch_size=1",
@@ -69,7 +70,7 @@ def test_lora_run_is_evaluated_on_its_own_prompts_and_test_fold(lora_run, tmp_pa
 
 @pytest.mark.slow
 def test_classifier_run_is_evaluated_on_its_own_texts_and_test_fold(tmp_path):
-    from rescue_train.cli.train import main
+    main = command("train")
 
     out = tmp_path / "cls"
     assert main(["recipe=rpp_cls", "strategy=none", *[d for d in DATA if "answer_format" not in d],

@@ -12,7 +12,7 @@ from rescue_train.data import load_samples
 from rescue_train.evaluation.config import load_config
 from rescue_train.evaluation.protocols import constraint, generated_record, messages, ranked_record
 from rescue_train.inference import Scored
-from rescue_train.settings import CONF_DIR
+from rescue_train.settings import shipped
 from rescue_train.tasks import TASKS, build, render
 
 
@@ -65,8 +65,7 @@ def test_config_errors_are_clear():
         load_config(["tiny"])
     cfg = load_config(["recipe=vllm_gpu", "tasks=er", "judge=none", "bertscore=none", "max_model_len=4096"])
     assert (cfg.backend, cfg.data.split, cfg.max_model_len, cfg.dtype) == ("vllm", "none", 4096, "bfloat16")
-    with pytest.warns(FutureWarning, match="config= is deprecated; use recipe="):
-        by_path = load_config([f"config={CONF_DIR / 'eval' / 'vllm_gpu.yaml'}", "tasks=er", "max_model_len=4096"])
+    by_path = load_config([f"recipe={shipped('configs/eval') / 'vllm_gpu.yaml'}", "tasks=er", "max_model_len=4096"])
     assert (by_path.backend, by_path.max_model_len) == ("vllm", 4096)
     with pytest.raises(ValueError, match="unknown key max_model_lenn; did you mean max_model_len"):
         load_config(["max_model_lenn=1"])

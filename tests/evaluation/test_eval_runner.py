@@ -145,9 +145,8 @@ def test_run_uses_the_training_runs_held_out_fold_and_data_configuration(tiny, t
     make_adapter(tiny, run_dir / "adapter")
     manifest = make_manifest(load_samples("bundled"), "kfold", 5, 0)
     manifest.save(run_dir / "data" / "split_manifest.json")
-    # a run saved with the old spellings (data.scheme, data.build.*) still reads
-    (run_dir / "config.yaml").write_text("data:\n  scheme: kfold\n  test_fold: 2\n  mode: audio\n"
-                                         "  build:\n    rpp_definition: A\n")
+    (run_dir / "config.yaml").write_text("data:\n  split: kfold\n  test_fold: 2\n  mode: audio\n"
+                                         "  rpp_definition: A\n")
     (run_dir / "provenance.json").write_text(json.dumps(
         {"base_model": tiny, "adapter": "adapter", "split_manifest": "data/split_manifest.json"}))
     cfg = load_config([f"run={run_dir}", "tasks=[ssp]"])
@@ -159,9 +158,6 @@ def test_run_uses_the_training_runs_held_out_fold_and_data_configuration(tiny, t
     assert {i.unit for i in data.instances["ssp"]} <= {u for u, f in manifest.assignment.items() if f == 2}
     with pytest.warns(UserWarning, match=r"data.mode='dialogue' overrides the run's data.mode='audio'"):
         assert load_config([f"run={run_dir}", "data.mode=dialogue"]).data.mode == "dialogue"
-    with pytest.warns(FutureWarning, match="split=run is deprecated; use run=RUN_DIR"):
-        old = load_config([f"adapter={run_dir}", "split=run", "tasks=[ssp]"])
-    assert (old.run, old.data.test_fold) == ([str(run_dir)], 2)
     with pytest.raises(ValueError, match="not a training run folder"):
         load_config([f"run={run_dir / 'adapter'}", "model=tiny"])
     # several runs: run=A run=B; they must share their data configuration

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from rescue_train.cli import main
-from rescue_train.evaluation.report import render
+from rescue_train.evaluation.config import load_config
+from rescue_train.evaluation.report import delta_tables, reference_index, render
+from rescue_train.evaluation.runner import run
+from rescue_train.inference.hf import HFBackend
 from rescue_train.scoring.metrics import aggregate, table5_row
+from rescue_train.tiny import tiny_model_path
 
 
 def _results():
@@ -41,3 +47,77 @@ def test_report_command_writes_markdown_and_plots(tmp_path, capsys):
     assert "report.md" in names
     assert "my-lora__sft_itp_couple_confusion.png" in names and "my-lora__sft_rpp_family_recall.png" in names
     assert main(["report", str(tmp_path / "missing")]) == 2
+
+
+def test_report_without_units_says_why_there_is_no_interval():
+    text = render([_results()])
+    # Records written without their unit (cluster) get no interval: the cells stay bare and the reason is given.
+    assert "No interval: the records carry no unit (cluster)" in text
+    assert not [line for line in text.splitlines() if line.startswith("| my-lora") and "±" in line]
+
+
+@pytest.mark.slow
+def test_eval_writes_error_bars_and_report_compares_two_real_results(tmp_path):
+    """Two evaluations of the tiny model (rank protocol, bundled data) that differ in their prompts (the
+    second sees no context): results.json carries every metric's interval, and ``report A B`` pairs them."""
+    hf = HFBackend(str(tiny_model_path()))
+    folders = []
+    for name, extra in (("with_context", []), ("no_context", ["data.context=0"])):
+        cfg = load_config(["model=tiny", "protocol=rank", "bertscore=none", "progress=false", "limit=10",
+                           "tasks=[itp,rpp,ssp]", f"output_dir={tmp_path / name}", *extra])
+        run(cfg, backend=hf)
+        folders.append(tmp_path / name)
+    first = json.loads((folders[0] / "results.json").read_text())
+    rpp = first["uncertainty"]["rpp"]["couple"]
+    # The first ten RPP instances come from two couples.
+    assert rpp["accuracy"]["clusters"] == 2 and rpp["accuracy"]["n"] == 10 and rpp["accuracy"]["method"].startswith("CR1")
+    assert rpp["accuracy"]["estimate"] == first["aggregates"]["rpp"]["couple"]["accuracy"]
+    assert rpp["expected_accuracy"]["ci"][0] <= first["aggregates"]["rpp"]["couple"]["expected_accuracy"]
+    assert rpp["macro_f1"]["draws"] == 10_000 and rpp["macro_f1"]["seed"][0] == 0
+    # The first ten ITP instances are one couple's: no interval, and why.
+    assert first["uncertainty"]["itp"]["couple"]["f1"]["reason"] == "1 cluster in couple: an interval needs at least 2"
+
+    out = tmp_path / "report"
+    assert main(["report", *map(str, folders), "--out", str(out), "--against", str(folders[1]), "--power"]) == 0
+    cells = json.loads((out / "comparisons.json").read_text())
+    second = json.loads((folders[1] / "results.json").read_text())
+    accuracy = next(c for c in cells if (c["task"], c["scenario"], c["metric"]) == ("rpp", "couple", "accuracy"))
+    assert set(accuracy) >= {"task", "scenario", "metric", "diff", "se", "ci", "p", "p_holm", "n_shared", "clusters"}
+    assert accuracy["diff"] == pytest.approx(first["aggregates"]["rpp"]["couple"]["accuracy"]
+                                             - second["aggregates"]["rpp"]["couple"]["accuracy"])
+    assert (accuracy["n_shared"], accuracy["clusters"]) == (10, 2) and accuracy["p_holm"] >= accuracy["p"]
+    itp = next(c for c in cells if c["task"] == "itp")
+    assert itp["ci"] is None and itp["p"] is None and "1 cluster in couple" in itp["reason"]
+    report = (out / "report.md").read_text()
+    assert "## Paired comparisons" in report and "## Power: the smallest detectable difference" in report
+    assert (out / "forest_rpp.png").exists() and json.loads((out / "power.json").read_text())
+
+
+def test_table_cells_carry_the_half_width_of_their_interval():
+    # Recall@1 of STP over three couples: 2 of 6 right, CR1 se = sqrt(1/3) / 6 (tests/evaluation/
+    # test_uncertainty.py works it out); the t interval's half-width is t_{0.975, 2} * se = 4.30265 * 0.096225
+    # = 0.41402, i.e. 41.40 points, marked * for resting on fewer than 10 clusters.
+    records = [{"id": f"s{i}", "task": "stp", "scenario": "couple", "unit": unit, "gold": "Ann",
+                "prediction": ["Ann", "Ben"] if right else ["Ben", "Ann"], "parse_status": "ok"}
+               for i, (unit, right) in enumerate([("a", 1), ("a", 0), ("b", 1), ("b", 0), ("b", 0), ("c", 0)])]
+    aggregates = {"stp": aggregate("stp", records)}
+    results = {"label": "m", "config": {"protocol": "rank"}, "aggregates": aggregates, "records": records,
+               "table5": {s: table5_row(aggregates, s) for s in ("couple", "family", "both")}}
+    assert "| m [rank] | – | – | – | – | 33.33 ± 41.40* | " in render([results], with_paper=False)
+
+
+def test_delta_table_bolds_only_holm_significant_cells():
+    def cell(metric, diff, ci, p_holm):
+        return {"result": "b", "against": "a", "task": "stp", "scenario": "couple", "metric": metric, "diff": diff,
+                "ci": ci, "p": p_holm / 2, "p_holm": p_holm, "few_clusters": False}
+
+    text = delta_tables([cell("recall@1", 0.12, [0.02, 0.22], 0.01), cell("mrr", 0.05, [-0.01, 0.11], 0.2)])
+    assert "| STP | STP Rec | **+12.00 [+2.00, +22.00] (Holm p 0.01)** |" in text
+    assert "| STP | STP MRR | +5.00 [-1.00, +11.00] (Holm p 0.2) |" in text
+
+
+def test_against_must_name_exactly_one_result():
+    results = [_results(), {**_results(), "label": "other"}]
+    assert reference_index(results, ["x", "y"], "other") == 1 and reference_index(results, ["x", "y"], None) == 0
+    with pytest.raises(ValueError, match="names no result"):
+        reference_index(results, ["x", "y"], "nobody")

@@ -53,7 +53,7 @@ def test_mixing_weight_missing_or_not_positive_is_an_error():
         sampling_weights(["itp", "er"], ["yes", None], {"itp": 1.0}, "none")
     with pytest.raises(ValueError, match="must be > 0"):
         sampling_weights(["itp"], ["yes"], {"itp": 0.0}, "none")
-    with pytest.raises(ValueError, match="balance.sampling must be one of none, balanced, sqrt"):
+    with pytest.raises(ValueError, match="sampling must be one of none, balanced, sqrt, got 'inverse'"):
         sampling_weights(["itp"], ["yes"], {"itp": 1.0}, "inverse")
 
 
@@ -137,10 +137,10 @@ def test_class_weights_with_packing_is_refused(tmp_path):
 def test_class_weighted_recipe_trains_through_its_evaluations(tmp_path):
     """The recipe run as documented: class weights on the training rows only, evaluation at every 2 steps
     (the validation rows carry no weight and share the wrapped collator), then the run finishes."""
-    from rescue_train.sft.config import compose
+    from rescue_train.sft.config import load_config
     from rescue_train.sft.runner import run
 
-    cfg = compose("ssp_lora", ["model=tiny", "balance.class_weights=sqrt", "balance.sampling=none",
+    cfg = load_config("ssp_lora", ["model=tiny", "balance.strategy=sqrt_weights",
                                "train.max_steps=4", "train.eval_steps=2", "train.batch_size=2", "train.grad_accum=1",
                                "train.logging_steps=1", "train.report_to=[none]", f"output_dir={tmp_path}"])
     run(cfg)

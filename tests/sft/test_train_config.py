@@ -7,83 +7,89 @@ import os
 import subprocess
 import sys
 
+from cli_helpers import command
 import pytest
 from sft_helpers import ROOT
 
-from rescue_train.cli.train import main
-from rescue_train.settings import CONF_DIR
-from rescue_train.sft.config import compose, recipe_names, split_recipe
+from rescue_train.settings import ConfigError, names_in, recipe_names
+from rescue_train.sft.config import LoraRunConfig, load_config
+
+main = command("train")
 
 LORA_RECIPES = ["all_lora", "er_lora", "itp_lora", "rpp_lora", "ssp_lora", "stp_lora", "vp_lora"]
-PRESETS = sorted(p.stem for p in (CONF_DIR / "model").glob("*.yaml") if p.stem != "any")
+PRESETS = [name for name in names_in("configs/model") if name != "any"]
 
 
-def test_every_lora_recipe_is_shipped():
-    assert set(LORA_RECIPES) <= set(recipe_names())
+def test_every_lora_recipe_is_shipped_and_says_its_kind():
+    assert set(LORA_RECIPES) | {"rsg_lora"} == set(recipe_names("lora"))
+    assert set(recipe_names("classifier")) == {"itp_cls", "rpp_cls", "ssp_cls", "stp_cls"}
 
 
 @pytest.mark.parametrize("recipe", LORA_RECIPES)
 @pytest.mark.parametrize("model", PRESETS)
 def test_every_recipe_composes_with_every_model_preset(recipe, model):
-    cfg = compose(recipe, [f"model={model}"])
+    cfg = load_config(recipe, [f"model={model}"])
     assert cfg.name == recipe
     assert cfg.model.name == model
     assert cfg.output_dir == f"runs/{recipe}/{model}/fold0"
-    assert cfg.lora.target_modules == cfg.model.lora_target_modules
 
 
 def test_any_hub_model_by_name_without_a_preset():
-    cfg = compose("ssp_lora", ["model=any", "model.path=HuggingFaceTB/SmolLM2-360M-Instruct"])
+    cfg = load_config("ssp_lora", ["model=any", "model.path=HuggingFaceTB/SmolLM2-360M-Instruct"])
     assert (cfg.model.name, cfg.output_dir) == ("SmolLM2-360M-Instruct", "runs/ssp_lora/SmolLM2-360M-Instruct/fold0")
     assert (cfg.lora.target_modules, cfg.model.chat_template, cfg.train.precision) == ("all-linear", None, "auto")
-    with pytest.raises(ValueError, match=r"recipe ssp_lora: set model.path \(e.g. model.path=...\)"):
-        compose("ssp_lora", ["model=any"])
+    with pytest.raises(ConfigError, match=r"^model.path: required \(a hub id"):
+        load_config("ssp_lora", ["model=any"])
     # a template file of one's own is a typed key (null by default: the model's own)
-    assert compose("ssp_lora", ["model=tiny", "model.chat_template=/t/mine.jinja"]).model.chat_template == "/t/mine.jinja"
+    assert load_config("ssp_lora", ["model=tiny", "model.chat_template=/t/mine.jinja"]).model.chat_template == "/t/mine.jinja"
 
 
 def test_presets_set_precision_and_attention():
-    gemma = compose("ssp_lora", ["model=gemma-3-1b-it"])
+    gemma = load_config("ssp_lora", ["model=gemma-3-1b-it"])
     assert (gemma.train.precision, gemma.model.attn_implementation) == ("bf16", "eager")
-    assert compose("ssp_lora", ["model=gemma-3-1b-it", "train.precision=fp32"]).train.precision == "fp32"
-    assert compose("ssp_lora", ["model=qwen3-8b"]).train.precision == "auto"
+    assert load_config("ssp_lora", ["model=gemma-3-1b-it", "train.precision=fp32"]).train.precision == "fp32"
+    assert load_config("ssp_lora", ["model=qwen3-8b"]).train.precision == "auto"
 
 
 def test_ssp_recipe_defaults_and_overrides():
-    cfg = compose("ssp_lora", ["train.lr=1e-4", "data.test_fold=2", "balance.class_weights=balanced"])
-    assert dict(cfg.tasks) == {"ssp": 1.0}
-    assert cfg.balance.sampling == "sqrt" and cfg.balance.class_weights == "balanced"
+    cfg = load_config("ssp_lora", ["train.lr=1e-4", "data.test_fold=2"])
+    assert dict(cfg.tasks) == {"ssp": 1.0} and cfg.balance.strategy == "sqrt_sampling"
+    assert load_config("ssp_lora", ["balance.strategy=inverse_freq"]).balance.strategy == "inverse_freq"
+    with pytest.raises(ConfigError, match="balance.strategy: expected one of none, inverse_freq, sqrt_sampling"):
+        load_config("ssp_lora", ["balance.strategy=focal"])
     assert cfg.train.lr == 1e-4 and cfg.data.test_fold == 2 and cfg.data.source == "bundled"
     assert cfg.output_dir == "runs/ssp_lora/tiny/fold2"
 
 
 def test_all_lora_mixes_the_six_tasks():
-    assert dict(compose("all_lora", ["tasks.vp=2"]).tasks) == {
+    assert dict(load_config("all_lora", ["tasks.vp=2"]).tasks) == {
         "itp": 1.0, "rpp": 1.0, "stp": 1.0, "ssp": 1.0, "er": 1.0, "vp": 2.0}
 
 
 def test_real_presets_name_their_hub_model_and_projections_and_keep_its_own_template():
-    qwen = compose("ssp_lora", ["model=qwen2.5-7b-instruct"]).model
+    qwen = load_config("ssp_lora", ["model=qwen2.5-7b-instruct"]).model
     assert (qwen.path, qwen.chat_template) == ("Qwen/Qwen2.5-7B-Instruct", None)
-    llama = compose("ssp_lora", ["model=llama-3.1-8b-instruct"]).model
+    llama = load_config("ssp_lora", ["model=llama-3.1-8b-instruct"]).model
     assert (llama.path, llama.chat_template) == ("meta-llama/Llama-3.1-8B-Instruct", None)
-    assert list(llama.lora_target_modules) == ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+    assert list(load_config("ssp_lora", ["model=llama-3.1-8b-instruct"]).lora.target_modules) == ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
                                                "down_proj"]
 
 
-def test_local_data_needs_a_source():
-    with pytest.raises(ValueError, match="set data.source"):
-        compose("ssp_lora", ["data=local"])
-    assert compose("ssp_lora", ["data=local", "data.source=/x/benchmark_191.jsonl"]).data.source == \
-        "/x/benchmark_191.jsonl"
+def test_data_names_a_block_or_is_the_source():
+    assert load_config("ssp_lora", ["data=hub"]).data.source == "tomhu/relation_therapy"
+    assert load_config("ssp_lora", ["data=/x/benchmark_191.jsonl"]).data.source == "/x/benchmark_191.jsonl"
+    assert load_config("ssp_lora", ["data=/x/b.jsonl", "data.source=/y/c.jsonl"]).data.source == "/y/c.jsonl"
 
 
-def test_recipe_argument_errors():
-    with pytest.raises(ValueError, match="give exactly one recipe=NAME"):
-        split_recipe(["model=tiny"])
-    assert split_recipe(["model=tiny", "recipe=ssp_lora"]) == ("ssp_lora", ["model=tiny"])
-    with pytest.raises(ValueError, match=r"unknown recipe 'nope' \(shipped: .*ssp_lora"):
-        compose("nope")
+def test_recipe_argument_errors(capsys):
+    assert main(["model=tiny"]) == 2
+    assert "give recipe=NAME" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match=r"unknown recipe 'nope' \(shipped: .*ssp_lora"):
+        load_config("nope")
+    with pytest.raises(ConfigError, match="did you mean ssp_lora"):
+        load_config("ssp_lroa")
+    with pytest.raises(ConfigError, match="recipe rpp_cls is a classifier recipe, not a LoRA recipe"):
+        load_config("rpp_cls")
 
 
 def test_cli_reports_bad_recipes_and_keys_without_a_traceback(capsys):
@@ -95,15 +101,15 @@ def test_cli_reports_bad_recipes_and_keys_without_a_traceback(capsys):
 
 def test_quantized_preset_is_refused_without_a_gpu():
     import torch
-    from omegaconf import OmegaConf
 
+    from rescue_train.sft.config import ModelSettings
     from rescue_train.sft.models import quantization_config
 
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
     with pytest.raises(ValueError, match="needs a CUDA GPU"):
-        quantization_config(OmegaConf.create({"quantization": "4bit"}), torch.bfloat16)
-    assert quantization_config(OmegaConf.create({"quantization": "none"}), torch.bfloat16) is None
+        quantization_config(ModelSettings(quantization="4bit"), torch.bfloat16)
+    assert quantization_config(ModelSettings(quantization="none"), torch.bfloat16) is None
 
 
 def test_train_command_works_from_any_directory(tmp_path):
@@ -119,7 +125,7 @@ def test_training_data_is_the_fold_without_its_test_split(tmp_path):
     """all_lora reads the train and validation splits of every task; no test instance gets in."""
     from rescue_train.sft.data import prepare
 
-    cfg = compose("all_lora", [f"output_dir={tmp_path}"])
+    cfg = load_config("all_lora", [f"output_dir={tmp_path}"])
     data = prepare(cfg, tmp_path, is_main=True, barrier=lambda: None)
     splits = {}
     for task in cfg.tasks:
@@ -166,11 +172,51 @@ def test_preset_lora_targets_are_the_architectures_projections(preset):
 
     from rescue_train.sft.models import lora_config
 
-    cfg = compose("ssp_lora", [f"model={preset}"])
+    cfg = load_config("ssp_lora", [f"model={preset}"])
     config = getattr(transformers, ARCHITECTURES[preset])(
         vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=1, num_attention_heads=2,
         num_key_value_heads=1, head_dim=32, pad_token_id=0)
     model = AutoModelForCausalLM.from_config(config, attn_implementation=cfg.model.attn_implementation or "sdpa")
     adapted = get_peft_model(model, lora_config(cfg.lora))
     wrapped = {name.rsplit(".", 1)[-1] for name, module in adapted.named_modules() if hasattr(module, "lora_A")}
-    assert wrapped == set(cfg.model.lora_target_modules)
+    assert wrapped == set(cfg.lora.target_modules)
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_training_flops_per_token_counts_4_per_frozen_and_6_per_trained_weight(tied):
+    """A one-layer Llama, hidden 4, 2 heads of size 2 with one key/value head, MLP 8, vocabulary 10. Matrix
+    weights: q 16, k 8, v 8, o 16, gate/up/down 32 each, output layer 40; norms 3 x 4: 196 counted weights
+    (the 40 of the input embedding are a lookup; tied, it is the output layer and counts once)."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from rescue_train.sft.models import training_flops_per_token
+
+    config = LlamaConfig(vocab_size=10, hidden_size=4, intermediate_size=8, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=tied)
+    model = LlamaForCausalLM(config)
+    assert training_flops_per_token(model) == 6 * 196
+    lora = get_peft_model(model, LoraConfig(r=1, target_modules=["q_proj"]))  # A 1x4 and B 4x1 train
+    assert training_flops_per_token(lora) == 4 * 196 + 6 * 8
+
+
+def test_a_users_plain_recipe_gets_every_default_and_its_own_run_folder(tmp_path):
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("name: mine\ntasks: {rpp: 1.0}\ntrain:\n  max_steps: 2\n")
+    cfg = load_config(str(plain))
+    defaults = LoraRunConfig()
+    assert (cfg.kind, cfg.name, cfg.output_dir) == ("lora", "mine", "runs/mine/tiny/fold0")
+    assert (cfg.train.max_steps, cfg.train.lr, cfg.lora, cfg.data) == (2, defaults.train.lr, defaults.lora, defaults.data)
+    unnamed = tmp_path / "unnamed.yaml"
+    unnamed.write_text("tasks: {ssp: 1.0}\n")
+    assert load_config(str(unnamed)).output_dir == "runs/unnamed/tiny/fold0"
+    with pytest.raises(ConfigError, match="^output_dir: empty"):
+        load_config(str(plain), ["output_dir=''"])
+    taskless = tmp_path / "taskless.yaml"
+    taskless.write_text("train:\n  max_steps: 2\n")
+    with pytest.raises(ConfigError, match="^tasks: name at least one task"):
+        load_config(str(taskless))
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text("kind: clasifier\ntask: rpp\n")
+    with pytest.raises(ConfigError, match="^kind: expected one of lora, classifier, got 'clasifier'"):
+        load_config(str(wrong))

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from cli_helpers import command
 import pytest
 from sft_helpers import ROOT, chat_rows, make_trainer, tiny_model
 
@@ -70,7 +71,7 @@ def test_merge_equals_base_plus_adapter(launched_run, tmp_path):
     from peft import PeftModel
     from transformers import AutoModelForCausalLM
 
-    from rescue_train.cli.merge import main
+    main = command("merge")
 
     assert main([str(launched_run), "--out", str(tmp_path / "merged")]) == 0
     prov = json.loads((launched_run / "provenance.json").read_text())
@@ -87,13 +88,13 @@ def test_merge_equals_base_plus_adapter(launched_run, tmp_path):
 
 @pytest.mark.slow
 def test_resume_continues_from_the_saved_step(tmp_path):
-    from rescue_train.sft.config import compose
+    from rescue_train.sft.config import load_config
     from rescue_train.sft.runner import run
 
     quick = [*FAST, f"output_dir={tmp_path}", "train.report_to=[none]", "train.eval_steps=0"]  # saves at the end
-    run(compose("ssp_lora", quick))
+    run(load_config("ssp_lora", quick))
     assert (tmp_path / "checkpoints" / "checkpoint-2").is_dir()
-    run(compose("ssp_lora", [*quick, "train.max_steps=4"]))
+    run(load_config("ssp_lora", [*quick, "train.max_steps=4"]))
     prov = json.loads((tmp_path / "provenance.json").read_text())
     assert prov["resumed_from"].endswith("checkpoint-2") and prov["global_step"] == 4
     state = json.loads((tmp_path / "checkpoints" / "checkpoint-4" / "trainer_state.json").read_text())
@@ -158,10 +159,10 @@ def test_two_process_cpu_ddp_splits_the_batches(tmp_path):
 def test_any_model_by_name_trains_packed(tmp_path):
     """model=any with model.path (here the tiny model's name) and packing, through the whole run (the packed
     rows' loss: tests/sft/test_sft_templates.py)."""
-    from rescue_train.sft.config import compose
+    from rescue_train.sft.config import load_config
     from rescue_train.sft.runner import run
 
-    cfg = compose("ssp_lora", [*FAST, "model=any", "model.path=tiny", "train.packing=true", "balance.sampling=none",
+    cfg = load_config("ssp_lora", [*FAST, "model=any", "model.path=tiny", "train.packing=true", "balance.strategy=none",
                                "train.eval_steps=0", "train.report_to=[none]", f"output_dir={tmp_path}"])
     assert cfg.model.name == "tiny" and cfg.lora.target_modules == "all-linear"
     run(cfg)
@@ -171,10 +172,10 @@ def test_any_model_by_name_trains_packed(tmp_path):
 
 @pytest.mark.slow
 def test_class_weighted_answer_tokens_train_through_the_run(tmp_path):
-    from rescue_train.sft.config import compose
+    from rescue_train.sft.config import load_config
     from rescue_train.sft.runner import run
 
-    run(compose("ssp_lora", [*FAST, "balance.class_weights=balanced", "train.eval_steps=0", "train.report_to=[none]",
+    run(load_config("ssp_lora", [*FAST, "balance.strategy=inverse_freq", "train.eval_steps=0", "train.report_to=[none]",
                              f"output_dir={tmp_path}"]))
     prov = json.loads((tmp_path / "provenance.json").read_text())
     assert prov["status"] == "finished" and prov["global_step"] == 2 and prov["metrics"]["train_loss"] > 0

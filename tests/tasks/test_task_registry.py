@@ -64,7 +64,7 @@ def test_build_convert_stats_and_weights(registered, tmp_path):
 
     golds = expected_golds()
     assert [i.gold for i in build(NAME, load_samples("bundled")).instances] == golds
-    meta = convert(ConvertConfig(out=str(tmp_path), tasks=[NAME]))
+    meta = convert(ConvertConfig(output_dir=str(tmp_path), tasks=[NAME]))
     assert sum(meta["tasks"][NAME]["instances"].values()) == len(golds)
     cls = datasets.load_from_disk(str(tmp_path / NAME / "cls"))
     assert cls["train"][0]["label_names"] == ["therapist", "client"]
@@ -107,7 +107,7 @@ def test_eval_with_hf_then_report(registered, tmp_path):
 def test_closed_set_baselines_cover_it(registered):
     from rescue_train.baselines.runner import RunConfig, run
 
-    results, records = run(RunConfig(source="bundled", tasks=(NAME,), baselines=("majority", "tfidf_lr")))
+    results, records = run(RunConfig(tasks=[NAME], baselines=["majority", "tfidf_lr"]))
     assert {r["task"] for r in records["majority"]} == {NAME}
     majority = results["baselines"]["majority"]["aggregates"][NAME]["both"]
     predicted = records["majority"]
