@@ -171,9 +171,11 @@ class ChatEncoder:
         return answer + (self.tokenizer.eos_token or "")
 
     def scoring_ids(self, messages: Messages, answers: Sequence[str]) -> tuple[list[int], list[list[int]]]:
-        """Prompt tokens and each answer's continuation tokens (encoded separately, then concatenated)."""
+        """Prompt tokens and each answer's continuation tokens, each text encoded on its own (in one
+        tokenizer call: a call costs more than encoding a short label)."""
         prompt, continuations = self.continuation_texts(messages, answers)
-        return self.encode(prompt), [self.encode(c) for c in continuations]
+        first, *rest = self.tokenizer([prompt, *continuations], add_special_tokens=False)["input_ids"]
+        return list(first), [list(ids) for ids in rest]
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.tokenizer.decode(list(ids), skip_special_tokens=True)

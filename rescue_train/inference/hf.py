@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import inspect
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..devices import native_bf16, release_memory
@@ -42,6 +42,97 @@ def stop_tokens_only(config):
     return GenerationConfig(**{k: getattr(config, k) for k in tokens if getattr(config, k, None) is not None})
 
 
+@dataclass(frozen=True)
+class CandidateLayout:
+    """A batch of (prompt, candidates) items laid out for one forward pass: row b holds item b's prompt and
+    then its candidates' tokens one after another (right-padded to the widest row), and every candidate token
+    is tied to the hidden state that predicts it (the prompt's last token for a first token, else the
+    candidate's previous token)."""
+
+    ids: Any  # (rows, width) token ids
+    position: Any  # (rows, width) position ids: 0.. over the prompt, and again from the prompt's length per candidate
+    segment: Any  # (rows, width) -1 padding, 0 the prompt, j + 1 the row's j-th candidate
+    source: Any  # the predicting hidden states, as flat indices row * width + column (each one once)
+    slot: Any  # per candidate token (in order): the index in ``source`` of the state predicting it
+    target: Any  # per candidate token: its id
+    owner: Any  # per candidate token: its candidate, numbered over the batch in order
+    candidates: int
+
+
+def candidate_layout(items: Sequence[tuple[list[int], list[list[int]]]], pad: int) -> CandidateLayout:
+    import torch
+
+    width = max(len(prompt) + sum(map(len, conts)) for prompt, conts in items)
+    ids, position, segment, source, slot, target, owner = [], [], [], [], [], [], []
+    candidate = 0
+    for row, (prompt, conts) in enumerate(items):
+        row_ids, row_position, row_segment = list(prompt), list(range(len(prompt))), [0] * len(prompt)
+        prompt_end = len(source)
+        source.append(row * width + len(prompt) - 1)
+        for j, cont in enumerate(conts, start=1):
+            start = len(row_ids)
+            for k, token in enumerate(cont):
+                if k == 0:
+                    slot.append(prompt_end)
+                else:
+                    slot.append(len(source))
+                    source.append(row * width + start + k - 1)
+                target.append(token)
+                owner.append(candidate)
+            candidate += 1
+            row_ids += cont
+            row_position += range(len(prompt), len(prompt) + len(cont))
+            row_segment += [j] * len(cont)
+        padding = width - len(row_ids)
+        ids.append(row_ids + [pad] * padding)
+        position.append(row_position + [0] * padding)
+        segment.append(row_segment + [-1] * padding)
+    tensor = torch.tensor
+    return CandidateLayout(tensor(ids), tensor(position), tensor(segment), tensor(source), tensor(slot),
+                           tensor(target), tensor(owner), candidate)
+
+
+def visible(segment, position, window: int | None = None):
+    """Which keys each query sees, (rows, 1, query, key) booleans: the prompt causally, a candidate the whole
+    prompt and its own earlier tokens, and within ``window`` positions where the layer has a sliding window
+    (as transformers' sliding-window masks: query position - key position < window). Padding sees only
+    itself, since a query with no key at all turns to NaN."""
+    import torch
+
+    width = segment.shape[1]
+    query, key = segment[:, :, None], segment[:, None, :]
+    column = torch.arange(width, device=segment.device)
+    sees = (column[:, None] >= column[None, :]) & (((key == 0) & (query >= 0)) | ((key == query) & (query > 0)))
+    if window is not None:
+        sees &= (position[:, :, None] - position[:, None, :]) < window
+    return (sees | torch.eye(width, dtype=torch.bool, device=segment.device))[:, None]
+
+
+def attention_masks(config, segment, position, dtype):
+    """The custom 4D masks the decoder takes in place of a padding mask (transformers passes a 4D mask to the
+    attention layers as it is): one mask, or for models that mix full and sliding-window layers (Gemma 3,
+    Qwen2 with ``use_sliding_window``) one per kind of layer, keyed as ``config.layer_types`` names them.
+    The masks are added to the attention scores (0 where a key is seen, the dtype's minimum elsewhere): the
+    form eager attention needs, and on CPU faster than a boolean mask, which SDPA turns into that form again
+    in every layer."""
+    import torch
+
+    implementation = config._attn_implementation
+    if implementation not in ("sdpa", "eager"):
+        raise ValueError(f"rank scoring needs sdpa or eager attention (custom 4D attention masks); the model "
+                         f"uses {implementation!r}")
+    window = getattr(config, "sliding_window", None)
+    kinds = set(getattr(config, "layer_types", None) or ["sliding_attention" if window else "full_attention"])
+    if kinds - {"full_attention", "sliding_attention"}:
+        raise ValueError(f"rank scoring knows full and sliding-window attention layers, not {sorted(kinds)}")
+    masks = {}
+    for kind in kinds:
+        seen = visible(segment, position, window if kind == "sliding_attention" else None)
+        masks[kind] = torch.zeros(seen.shape, dtype=dtype, device=seen.device).masked_fill_(
+            ~seen, torch.finfo(dtype).min)
+    return masks if len(masks) > 1 else next(iter(masks.values()))
+
+
 class HFBackend(Backend):
     name = "hf"
 
@@ -60,8 +151,6 @@ class HFBackend(Backend):
         self.torch_dtype = resolve_dtype(dtype, self.device)
         net = AutoModelForCausalLM.from_pretrained(model, dtype=self.torch_dtype)
         net.generation_config = stop_tokens_only(net.generation_config)
-        # transformers renamed the KV cache argument from past_key_values to cache (5.2x).
-        self._cache_arg = "cache" if "cache" in inspect.signature(net.forward).parameters else "past_key_values"
         self.adapters = dict(adapters or {})
         if self.adapters:
             from peft import PeftModel
@@ -135,14 +224,20 @@ class HFBackend(Backend):
 
     def loglikelihood(self, requests: Sequence[tuple[Messages, Sequence[str]]], *,
                       adapter: str | None = None) -> list[list[Scored]]:
-        """Prompts are run once, in batches; each prompt's KV cache row is copied to its candidates, which
-        then cost only their own few tokens: a batch of closed-set instances takes two forward passes."""
+        """Each instance is one sequence: its prompt, then every candidate's tokens one after another, under
+        a 4D attention mask that lets a candidate see the prompt and its own earlier tokens only, at positions
+        that restart after the prompt for each candidate (:func:`candidate_layout`). One forward pass per batch
+        scores every candidate with no KV cache and no copy of the prompt per candidate: the pass costs the
+        prompts plus the candidates' few tokens, and the attention mask, which grows with the square of a
+        row's width (``scripts/bench_rank.py``)."""
         import torch
 
         encoded = [self.encoder.scoring_ids(messages, answers) for messages, answers in requests]
+        if any(len(c) == 0 for _, conts in encoded for c in conts):
+            raise ValueError("an answer encoded to no tokens; cannot score it")
         results: list[list[Scored]] = [[] for _ in requests]
         with self._use(adapter), torch.inference_mode():
-            for batch in self._batches([len(p) for p, _ in encoded]):
+            for batch in self._batches([len(p) + sum(map(len, conts)) for p, conts in encoded]):
                 for i, scores in zip(batch, self._score_batch([encoded[i] for i in batch])):
                     results[i] = scores
         return results
@@ -150,31 +245,30 @@ class HFBackend(Backend):
     def _score_batch(self, items: list[tuple[list[int], list[list[int]]]]) -> list[list[Scored]]:
         import torch
 
-        if any(len(c) == 0 for _, conts in items for c in conts):
-            raise ValueError("an answer encoded to no tokens; cannot score it")
-        ids, mask = self._left_pad([p for p, _ in items])
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=(mask.cumsum(-1) - 1).clamp(min=0),
-                         use_cache=True, logits_to_keep=1)
-        first = torch.log_softmax(out.logits[:, -1].float(), dim=-1)  # predicts each answer's first token
-        rows = [b for b, (_, conts) in enumerate(items) for _ in conts]
-        conts = [c for _, cs in items for c in cs]
-        width = max(len(c) for c in conts)
-        rest = None
-        if width > 1:
-            cache = out[self._cache_arg]
-            cache.batch_select_indices(torch.tensor(rows, device=self.device))  # one cache row per candidate
-            pad = self.encoder.tokenizer.pad_token_id
-            cand = torch.tensor([c + [pad] * (width - len(c)) for c in conts], device=self.device)
-            cand_mask = torch.tensor([[1] * len(c) + [0] * (width - len(c)) for c in conts], device=self.device)
-            start = torch.tensor([len(items[b][0]) for b in rows], device=self.device).unsqueeze(-1)
-            logits = self.model(input_ids=cand, attention_mask=torch.cat([mask[rows], cand_mask], dim=-1),
-                                position_ids=start + torch.arange(width, device=self.device),
-                                use_cache=False, **{self._cache_arg: cache}).logits
-            rest = torch.log_softmax(logits[:, :-1].float(), dim=-1)  # position t predicts answer token t + 1
-        scores: list[list[Scored]] = [[] for _ in items]
-        for j, (b, c) in enumerate(zip(rows, conts)):
-            total = first[b, c[0]].item()
-            if len(c) > 1:
-                total += rest[j, :len(c) - 1].gather(-1, cand[j, 1:len(c)].unsqueeze(-1)).sum().item()
-            scores[b].append(Scored(total, len(c)))
+        layout = candidate_layout(items, self.encoder.tokenizer.pad_token_id)
+        config = self.model.config.get_text_config()
+        position = layout.position.to(self.device)
+        masks = attention_masks(config, layout.segment.to(self.device), position, self.torch_dtype)
+        hidden = self.model.get_decoder()(input_ids=layout.ids.to(self.device), position_ids=position,
+                                          attention_mask=masks, use_cache=False).last_hidden_state
+        hidden = hidden.reshape(-1, hidden.shape[-1])
+        source, slot, target = (t.to(self.device) for t in (layout.source, layout.slot, layout.target))
+        head = self.model.get_output_embeddings()
+        cap = getattr(config, "final_logit_softcapping", None)  # Gemma 2's, which its forward applies to logits
+        logprobs = torch.empty(len(target), device=self.device)
+        # Vocabulary-wide logits for as many positions at a time as the batch has rows: no more memory than
+        # the last-position logits of a plain forward pass over the prompts.
+        step = len(items)
+        for start in range(0, len(source), step):
+            logits = head(hidden[source[start:start + step]]).float()
+            if cap:
+                logits = torch.tanh(logits / cap) * cap
+            picked = (slot >= start) & (slot < start + step)
+            logprobs[picked] = torch.log_softmax(logits, dim=-1)[slot[picked] - start, target[picked]]
+        totals = torch.zeros(layout.candidates, dtype=torch.float64).index_add_(0, layout.owner,
+                                                                                 logprobs.double().cpu())
+        scores: list[list[Scored]] = []
+        for _, conts in items:
+            first = sum(map(len, scores))
+            scores.append([Scored(totals[first + j].item(), len(c)) for j, c in enumerate(conts)])
         return scores

