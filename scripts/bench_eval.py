@@ -1,7 +1,7 @@
 """Evaluation throughput: instances/s per backend and protocol on the same model and instances.
 
     python scripts/bench_eval.py                                  # tiny model, hf backend, CPU
-    python scripts/bench_eval.py --backends hf,vllm               # in the vLLM environment (CPU or GPU)
+    python scripts/bench_eval.py --backends hf,vllm               # vLLM in .venv (CPU or GPU build)
     python scripts/bench_eval.py --model Qwen/Qwen2.5-7B-Instruct --backends hf,vllm --limit 200   # on a GPU
 
 Prints instances/s for each (backend, protocol) over the closed-set tasks (ITP, RPP, STP, SSP), the

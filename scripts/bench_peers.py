@@ -71,7 +71,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--vllm", action="store_true", help="also run our vllm backend (vLLM environment)")
+    parser.add_argument("--vllm", action="store_true", help="also run our vllm backend")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
