@@ -229,11 +229,17 @@ def _records(out: Path) -> dict:
     return {fold: json.loads((out / "runs" / "none" / f"fold{fold}_seed0.json").read_text()) for fold in (0, 1)}
 
 
+def _without_scores(predictions: list[dict]) -> list[dict]:
+    return [{k: v for k, v in p.items() if k != "label_scores"} for p in predictions]
+
+
 def _rerun_none_runs(out: Path, extra: list[str]) -> dict:
     """The sequential comparison's `none` runs done again in its own folder (so every path is the same) under
     other launch settings; the folder is put back as it was afterwards. Returns the new records after checking
     that they predict exactly what the sequential ones did: the same prediction hash (it covers the adapter's
-    weights, byte for byte, and every setting) and the same ranked predictions with every log-likelihood."""
+    weights, byte for byte, and every setting) and the same ranked predictions, every log-likelihood equal to
+    float32 rounding (runs sharing the machine get fewer threads each, and a float32 matrix product split over
+    another number of threads may round its last bit otherwise)."""
     import shutil
 
     theirs = _records(out)
@@ -247,7 +253,9 @@ def _rerun_none_runs(out: Path, extra: list[str]) -> dict:
         for fold in (0, 1):
             assert mine[fold]["learner_info"]["rank_eval"]["prediction_hash"] == \
                 theirs[fold]["learner_info"]["rank_eval"]["prediction_hash"]
-            assert mine[fold]["predictions"] == theirs[fold]["predictions"]
+            assert _without_scores(mine[fold]["predictions"]) == _without_scores(theirs[fold]["predictions"])
+            for new, old in zip(mine[fold]["predictions"], theirs[fold]["predictions"]):
+                assert new["label_scores"] == pytest.approx(old["label_scores"], rel=1e-6, abs=1e-5)
             mine[fold]["provenance"] = json.loads((out / "work" / "none" / f"fold{fold}_seed0" /
                                                    "provenance.json").read_text())
             mine[fold]["rank_results"] = json.loads(Path(mine[fold]["learner_info"]["rank_eval"]["results"]).read_text())
