@@ -18,18 +18,16 @@ classifier runs' format, so the same statistics, tables and plots apply.
 from __future__ import annotations
 
 import json
-import os
-import shlex
 import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from ..classifiers.classifier import LabelSpace
-from ..settings import find_yaml
+from ..jobs import call, rescue_train_command
+from ..jobs import training_command as launched_training
 from .config import CompareConfig
+
 
 def balance_overrides(strategy_name: str) -> list[str]:
     """The training override that makes the recipe train under ``strategy_name`` (the same name train takes)."""
@@ -37,35 +35,22 @@ def balance_overrides(strategy_name: str) -> list[str]:
 
 
 def training_command(config: CompareConfig, strategy: str, fold: int, seed: int, run_dir: Path) -> list[str]:
-    launch = [sys.executable, "-m", "accelerate.commands.launch"]
-    if config.launch.config_file:
-        launch += ["--config_file", str(find_yaml(config.launch.config_file, "configs/accelerate", "accelerate config"))]
     overrides = list(config.training)
     if not any(o.split("=", 1)[0] == "train.eval_steps" for o in overrides):
         # Only the test fold's ranking is used; the validation loss would cost time and nothing else.
         overrides.append("train.eval_steps=0")
-    return [*launch, *shlex.split(config.launch.args), "-m", "rescue_train", "train", f"recipe={config.recipe}",
-            *overrides, f"seed={seed}", f"data.test_fold={fold}", *balance_overrides(strategy),
-            f"output_dir={run_dir}"]
+    return launched_training(config.launch, config.recipe,
+                             [*overrides, f"seed={seed}", f"data.test_fold={fold}", *balance_overrides(strategy)],
+                             run_dir)
 
 
 def rank_command(config: CompareConfig, run_dir: Path, eval_dir: Path) -> list[str]:
     """``rescue-train eval`` of the run on its own test fold; ``run=`` gives it the run's data configuration, so
     the prompts are those it trained on."""
-    return [sys.executable, "-m", "rescue_train", "eval", f"run={run_dir}", "protocol=rank", f"tasks=[{config.task}]",
-            f"backend={config.rank.backend}", f"batch_size={config.rank.batch_size}",
-            f"rank_score={config.rank.rank_score}", "bertscore=none", "judge=none", "progress=false",
-            f"output_dir={eval_dir}", *map(str, config.rank.args)]
-
-
-def _call(command: list[str], log: Path, what: str) -> None:
-    with open(log, "a", encoding="utf-8") as handle:
-        handle.write("$ " + " ".join(command) + "\n")
-        handle.flush()
-        done = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, env=os.environ.copy())
-    if done.returncode != 0:
-        tail = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-5:]
-        raise ValueError(f"{what} failed (exit {done.returncode}); log {log}:\n  " + "\n  ".join(tail))
+    return rescue_train_command("eval", f"run={run_dir}", "protocol=rank", f"tasks=[{config.task}]",
+                                f"backend={config.rank.backend}", f"batch_size={config.rank.batch_size}",
+                                f"rank_score={config.rank.rank_score}", "bertscore=none", "judge=none",
+                                "progress=false", f"output_dir={eval_dir}", *map(str, config.rank.args))
 
 
 def _check_test_fold(records: list[dict], splits: dict, run_dir: Path) -> None:
@@ -84,13 +69,13 @@ def run_lora(config: CompareConfig, splits: dict, space: LabelSpace, strategy: s
     run_dir = (work_dir / strategy / f"fold{fold}_seed{seed}").resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     started = time.time()
-    _call(training_command(config, strategy, fold, seed, run_dir), run_dir / "train.log",
-          f"training run {strategy} fold {fold} seed {seed}")
+    call(training_command(config, strategy, fold, seed, run_dir), run_dir / "train.log",
+         f"training run {strategy} fold {fold} seed {seed}")
     trained = time.time()
     provenance = json.loads((run_dir / "provenance.json").read_text())
     eval_dir = run_dir / "rank_eval"
-    _call(rank_command(config, run_dir, eval_dir), run_dir / "rank_eval.log",
-          f"rank evaluation of {strategy} fold {fold} seed {seed}")
+    call(rank_command(config, run_dir, eval_dir), run_dir / "rank_eval.log",
+         f"rank evaluation of {strategy} fold {fold} seed {seed}")
     results = json.loads((eval_dir / "results.json").read_text())
     records = results["records"]
     _check_test_fold(records, splits, run_dir)

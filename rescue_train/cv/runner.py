@@ -1,0 +1,123 @@
+"""The cross-validation from start to end: check the settings, plan, train, evaluate, pool, report.
+
+Resuming is rerunning the same command: a finished training run (its provenance says ``finished``) and a
+finished evaluation (its ``results.json`` exists) are skipped; an interrupted training run resumes from its
+last checkpoint, an interrupted evaluation from its last finished instance (the ordinary commands' own
+resume). Another configuration in the same ``output_dir`` is refused, naming what changed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from ..jobs import run_jobs
+from .config import CvConfig, settings
+from .plan import (ZERO_SHOT, Plan, describe, eval_dir, fold_eval_jobs, prepare, read_timings, recorder, run_dir,
+                   trained, training_jobs, zero_shot_job)
+
+
+def check_settings(config: CvConfig, plan: Plan) -> str:
+    """The settings hash (with the split manifest and the data's fingerprint); refuses an output folder holding a
+    cross-validation made with other settings."""
+    from ..evaluation.runner import differing_keys
+    from ..io import write_json_atomic
+    from ..provenance import config_hash
+
+    body = {**settings(config), "manifest_hash": plan.manifest.hash, "source_fingerprint": plan.fingerprint}
+    body = json.loads(json.dumps(body, default=str))
+    digest = config_hash(body)
+    stamp = plan.out / "cv_config.json"
+    if stamp.exists():
+        previous = json.loads(stamp.read_text())
+        if previous["settings_hash"] != digest:
+            changed = differing_keys(previous["settings"], body)
+            shown = "; ".join(changed[:4]) + (f" and {len(changed) - 4} more" if len(changed) > 4 else "")
+            raise ValueError(f"{plan.out} holds a cross-validation made with other settings (changed: {shown}); "
+                             "use another output_dir")
+    else:
+        write_json_atomic(stamp, {"settings_hash": digest, "settings": body})
+    return digest
+
+
+def _drop_checkpoints(plan: Plan) -> None:
+    if plan.config.launch.keep_checkpoints:
+        return
+    for fold in plan.folds:
+        folder = run_dir(plan.out, fold)
+        if trained(folder):  # trainer checkpoints only serve resuming; the adapter stays
+            shutil.rmtree(folder / "checkpoints", ignore_errors=True)
+
+
+def _load(folder: Path) -> dict[str, Any]:
+    from ..evaluation.report import load_results
+
+    return load_results(folder)
+
+
+def write_cards(plan: Plan, pooled: dict[str, Any], fold_results: dict[int, dict[str, Any]]) -> None:
+    """Each fold's model card: its own test-fold results, and a link to the pooled row (shown apart)."""
+    from ..model_card import write_model_card
+
+    for fold in plan.folds:
+        folder = run_dir(plan.out, fold)
+        write_model_card(folder, [fold_results[fold]], cross_validation={
+            "results": pooled, "fold": fold, "path": os.path.relpath(plan.out / "results.json", folder)})
+
+
+def write_report(plan: Plan, pooled: dict[str, Any]):
+    """``OUT/report.md`` (the pooled row beside the paper's ten LLMs and, with the baseline, the zero-shot row and
+    the paired differences pooled − zero-shot), ``comparisons.json`` and the plots."""
+    from ..evaluation.report import build, write
+
+    results = [pooled]
+    if plan.baseline:
+        zero_shot = _load(eval_dir(plan.out, ZERO_SHOT))
+        zero_shot["report_name"] = f"{Path(zero_shot['model']['base']).name} zero-shot [{zero_shot['config']['protocol']}]"
+        results.append(zero_shot)
+    report = build(results, reference=len(results) - 1)
+    write(report, results, plan.out, plan.config.plots)
+    return report
+
+
+def first_fold(plan: Plan, training: list, evaluations: list) -> None:
+    """The dry run's real run when none is finished: the first fold's training and evaluation, timed (and kept:
+    the real command continues after them)."""
+    print(f"dry run: no fold is finished; training and evaluating fold {plan.folds[0]} to time it", flush=True)
+    run_jobs(training[:1], recorder(plan))
+    run_jobs(evaluations[:1], recorder(plan))
+
+
+def cv(config: CvConfig) -> dict[str, Any]:
+    """Run (or resume) the cross-validation of ``config``; returns the pooled results document, or with
+    ``dry_run`` ``{"dry_run": the printed plan}``."""
+    from ..io import write_json_atomic
+    from .pool import pooled_results
+
+    out = Path(config.output_dir)
+    plan = prepare(config, out)
+    digest = check_settings(config, plan)
+    training, evaluations = training_jobs(plan), fold_eval_jobs(plan)
+    if config.dry_run:
+        timings = read_timings(out)
+        if not any(name.startswith("train ") for name in timings) and not any(job.done() for job in training):
+            print(describe(plan), flush=True)
+            first_fold(plan, training, evaluations)
+        text = describe(plan)
+        print(text)
+        return {"dry_run": text}
+    print(describe(plan), flush=True)
+    run_jobs(training, recorder(plan))  # phase 1: the training runs (independent of each other)
+    _drop_checkpoints(plan)
+    if plan.baseline:  # its base model and tokenizer are the finished runs'
+        evaluations.append(zero_shot_job(plan))
+    run_jobs(evaluations, recorder(plan))  # phase 2: the evaluations (independent of each other)
+    fold_results = {fold: _load(eval_dir(out, fold)) for fold in plan.folds}
+    pooled = pooled_results(plan, fold_results, digest)
+    write_json_atomic(out / "results.json", pooled)
+    write_cards(plan, pooled, fold_results)
+    pooled["report"] = write_report(plan, pooled)
+    return pooled
