@@ -39,11 +39,11 @@ Examples:
 def run(config: CvConfig) -> None:
     from ..cv.runner import cv
 
-    pooled = cv(config)
+    outcome = cv(config)
     if config.dry_run:
         return
-    print(pooled["report"].text)
-    for note in pooled["notes"]:
+    print(outcome["report"].text)
+    for note in outcome["results"]["notes"]:
         print(f"note: {note}")
     print(f"wrote {config.output_dir}/results.json (the pooled row: rescue-train report {config.output_dir}), "
           f"report.md, comparisons.json; the fold runs' model cards link it")

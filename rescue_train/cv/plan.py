@@ -86,6 +86,11 @@ def the_manifest(samples, data: DataConfig, given: str | None, out: Path) -> Spl
     """``OUT/split_manifest.json``: made once from ``data.folds`` and ``data.split_seed`` (or copied from a
     ``data.manifest`` given), then reused; a rerun whose data or split settings differ from it is refused."""
     path = out / "split_manifest.json"
+    if path.exists():
+        kept = SplitManifest.load(path)
+        if (kept.k, kept.seed) != (data.folds, data.split_seed) and not given:
+            raise ValueError(f"{out} holds a cross-validation split with data.folds={kept.k} data.split_seed="
+                             f"{kept.seed}; use another output_dir")
     if given and not path.exists():
         manifest = SplitManifest.load(given)
         check_leakage(samples, manifest)
@@ -312,7 +317,10 @@ def describe(plan: Plan) -> str:
     """The plan: runs, evaluations and judge calls, what is finished, the notes and (after a finished fold) a time
     estimate."""
     config, out = plan.config, plan.out
-    counts = lambda insts: ", ".join(f"{t} {sum(i.task == t for i in insts)}" for t in config.tasks)  # noqa: E731
+
+    def counts(instances: list[Instance]) -> str:
+        return ", ".join(f"{t} {sum(i.task == t for i in instances)}" for t in config.tasks)
+
     lines = [f"cv of {config.recipe} ({config.training_config['model']['name']}) on {plan.source}: tasks "
              f"{', '.join(config.tasks)}; folds {', '.join(map(str, plan.folds))} of data.folds={plan.manifest.k} "
              f"(split manifest {out / 'split_manifest.json'}, hash {plan.manifest.hash})"]

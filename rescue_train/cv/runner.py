@@ -16,8 +16,8 @@ from typing import Any
 
 from ..jobs import run_jobs
 from .config import CvConfig, settings
-from .plan import (ZERO_SHOT, Plan, describe, eval_dir, fold_eval_jobs, prepare, read_timings, recorder, run_dir,
-                   trained, training_jobs, zero_shot_job)
+from .plan import (ZERO_SHOT, Plan, describe, estimate, eval_dir, fold_eval_jobs, prepare, read_timings, recorder,
+                   run_dir, trained, training_jobs, zero_shot_job)
 
 
 def check_settings(config: CvConfig, plan: Plan) -> str:
@@ -84,16 +84,17 @@ def write_report(plan: Plan, pooled: dict[str, Any]):
 
 
 def first_fold(plan: Plan, training: list, evaluations: list) -> None:
-    """The dry run's real run when none is finished: the first fold's training and evaluation, timed (and kept:
-    the real command continues after them)."""
-    print(f"dry run: no fold is finished; training and evaluating fold {plan.folds[0]} to time it", flush=True)
+    """The dry run's real run when no timed fold is finished: the first fold's training and evaluation (what of
+    them is not done yet), timed and kept: the real command continues after them."""
+    print(f"dry run: no training run and evaluation timed yet; running fold {plan.folds[0]}'s to time them",
+          flush=True)
     run_jobs(training[:1], recorder(plan))
     run_jobs(evaluations[:1], recorder(plan))
 
 
 def cv(config: CvConfig) -> dict[str, Any]:
-    """Run (or resume) the cross-validation of ``config``; returns the pooled results document, or with
-    ``dry_run`` ``{"dry_run": the printed plan}``."""
+    """Run (or resume) the cross-validation of ``config``; returns ``{"results": the pooled results document,
+    "report": the evaluation.report.Report of OUT/report.md}``, or with ``dry_run`` ``{"dry_run": the plan}``."""
     from ..io import write_json_atomic
     from .pool import pooled_results
 
@@ -102,8 +103,7 @@ def cv(config: CvConfig) -> dict[str, Any]:
     digest = check_settings(config, plan)
     training, evaluations = training_jobs(plan), fold_eval_jobs(plan)
     if config.dry_run:
-        timings = read_timings(out)
-        if not any(name.startswith("train ") for name in timings) and not any(job.done() for job in training):
+        if estimate(plan, read_timings(out)) is None:
             print(describe(plan), flush=True)
             first_fold(plan, training, evaluations)
         text = describe(plan)
@@ -119,5 +119,4 @@ def cv(config: CvConfig) -> dict[str, Any]:
     pooled = pooled_results(plan, fold_results, digest)
     write_json_atomic(out / "results.json", pooled)
     write_cards(plan, pooled, fold_results)
-    pooled["report"] = write_report(plan, pooled)
-    return pooled
+    return {"results": pooled, "report": write_report(plan, pooled)}

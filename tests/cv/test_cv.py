@@ -1,0 +1,231 @@
+"""``rescue-train cv`` without training: the pooling's refusals on hand-made inputs, the settings it refuses, the
+family note, the job list it builds, the judge calls it plans, and the shared job runner."""
+
+from __future__ import annotations
+
+import json
+import sys
+from functools import partial
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from rescue_train.cli import main as cli
+from rescue_train.cv.config import load_config
+from rescue_train.cv.plan import eval_dir, family_notes, prepare, run_dir, training_jobs, fold_eval_jobs, zero_shot_job
+from rescue_train.cv.pool import PoolingError, pool
+from rescue_train.jobs import Job, run_jobs, training_command
+
+FAST = ["recipe=ssp_lora", "model=tiny", "data.folds=3"]
+
+
+def inst(iid: str, unit: str, task: str = "ssp"):
+    return SimpleNamespace(id=iid, unit=unit, task=task)
+
+
+def rec(iid: str, unit: str, task: str = "ssp") -> dict:
+    return {"id": iid, "unit": unit, "task": task, "scenario": "couple", "prediction": ["a"]}
+
+
+# Units a and b are in fold 0, c in fold 1.
+ASSIGNMENT = {"a": 0, "b": 0, "c": 1}
+INSTANCES = [inst("a1", "a"), inst("c1", "c"), inst("b1", "b"), inst("a2", "a", "er")]
+RUNS = {0: "/out/runs/fold0", 1: "/out/runs/fold1"}
+
+
+def test_pool_keeps_every_instance_once_in_benchmark_order_naming_its_fold_and_run():
+    pooled = pool(INSTANCES, ASSIGNMENT, {1: [rec("c1", "c")], 0: [rec("a2", "a", "er"), rec("b1", "b"),
+                                                                      rec("a1", "a")]}, RUNS)
+    assert [(r["id"], r["fold"], r["run"]) for r in pooled] == [
+        ("a1", 0, "/out/runs/fold0"), ("c1", 1, "/out/runs/fold1"), ("b1", 0, "/out/runs/fold0"),
+        ("a2", 0, "/out/runs/fold0")]
+    assert pooled[0]["prediction"] == ["a"] and pooled[3]["task"] == "er"
+
+
+@pytest.mark.parametrize("predicted, message", [
+    ({0: [rec("a1", "a"), rec("b1", "b"), rec("a2", "a", "er")], 1: []},
+     r"1 instance\(s\) without a prediction: 'c1' \(the first: unit 'c', fold 1 in the split manifest\)"),
+    ({0: [rec("a1", "a"), rec("b1", "b"), rec("a2", "a", "er"), rec("a1", "a")], 1: [rec("c1", "c")]},
+     r"instance 'a1' \(unit 'a'\) was predicted twice by fold 0"),
+    ({0: [rec("a1", "a"), rec("b1", "b"), rec("a2", "a", "er")], 1: [rec("c1", "c"), rec("b1", "b")]},
+     r"instance 'b1' \(unit 'b', fold 0 in the split manifest\) was predicted by fold 1, whose training saw that "
+     r"unit"),
+    ({0: [rec("a1", "a"), rec("b1", "b"), rec("a2", "a", "er"), rec("c1", "c")], 1: []},
+     r"instance 'c1' \(unit 'c', fold 1 in the split manifest\) was predicted by fold 0, whose training saw"),
+    ({0: [rec("a1", "a"), rec("b1", "b"), rec("a2", "a", "er"), rec("z9", "z")], 1: [rec("c1", "c")]},
+     r"instance 'z9' \(unit 'z'\) predicted by fold 0 is not an instance of the pooled folds' tasks"),
+    ({0: [rec("a1", "c"), rec("b1", "b"), rec("a2", "a", "er")], 1: [rec("c1", "c")]},
+     r"instance 'a1': fold 0's record names unit 'c', the benchmark's instance is in unit 'a'"),
+])
+def test_pool_refuses_naming_the_instance(predicted, message):
+    with pytest.raises(PoolingError, match=message):
+        pool(INSTANCES, ASSIGNMENT, predicted, RUNS)
+
+
+def test_pool_refuses_a_duplicate_across_folds_even_when_both_folds_claim_the_unit():
+    """Two records of one instance from two folds: the second is refused (by the fold check, since at most one of
+    the two folds holds the unit), so no instance is ever counted twice."""
+    with pytest.raises(PoolingError, match="'a1'.*predicted by fold 1, whose training saw"):
+        pool(INSTANCES, ASSIGNMENT, {0: [rec("a1", "a")], 1: [rec("a1", "a")]}, RUNS)
+    # An instance of an unknown unit twice: the duplicate check itself names both folds.
+    extra = [*INSTANCES, inst("q1", "q")]
+    with pytest.raises(PoolingError, match=r"instance 'q1' \(unit 'q'\) was predicted by folds 0 and 1"):
+        pool(extra, ASSIGNMENT, {0: [rec("q1", "q")], 1: [rec("q1", "q")]}, RUNS)
+
+
+def test_pooling_error_is_one_line_and_exit_2_on_the_command_line(tmp_path, capsys, monkeypatch):
+    import rescue_train.cv.runner as runner
+
+    def refuse(config):
+        pool(INSTANCES, ASSIGNMENT, {0: [], 1: []}, RUNS)
+
+    monkeypatch.setattr(runner, "cv", refuse)
+    assert cli(["cv", *FAST, f"output_dir={tmp_path}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rescue-train cv: error: 4 instance(s) without a prediction: 'a1', 'c1', 'b1' and 1 more")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["data.test_fold=1"], r"data.test_fold=1: every run of the cross-validation sets data.test_fold itself \(use "
+                           r"folds=\[...\]\)"),
+    (["eval.run=x"], "eval.run=x: every evaluation of the cross-validation sets run itself"),
+    (["eval.data.context=2"], "eval.data.context=2: every evaluation .* sets data itself .*the runs' data"),
+    (["eval.limit=3"], "sets limit itself .every instance of a fold is predicted"),
+    (["eval.protocol=paper"], "eval.protocol=paper: a fine-tuned model is asked the prompts it trained on"),
+    (["eval.backend=openai", "eval.model=x"], "sets model itself"),
+    (["eval.backend=openai", "eval.protocol=sft"], "eval.backend=openai: the fold adapters are loaded locally"),
+    (["eval.protocol=nope"], "protocol must be one of sft, paper, rank"),
+    (["folds=[0,3]"], r"folds=\[0, 3\]: expected distinct folds in 0..2 \(data.folds=3\)"),
+    (["folds=[1,1]"], "expected distinct folds"),
+    (["baseline=always"], "baseline must be one of auto, zero_shot, none"),
+    (["data.split=holdout"], "data.split=holdout: cross-validation needs kfold"),
+    (["train.nope=1"], "unknown key train.nope"),
+])
+def test_cv_refuses_bad_settings_clearly(argv, message):
+    with pytest.raises(ValueError, match=message):
+        load_config([*FAST, *argv])
+
+
+def test_cv_refuses_a_classifier_recipe_and_a_missing_recipe():
+    with pytest.raises(ValueError, match="recipe rpp_cls is not a LoRA recipe"):
+        load_config(["recipe=rpp_cls"])
+    with pytest.raises(ValueError, match="give recipe=NAME"):
+        load_config(["model=tiny"])
+
+
+def test_cv_settings_split_into_its_own_keys_training_overrides_and_eval_settings():
+    config = load_config(["recipe=all_lora", "model=tiny", "train.max_steps=2", "data.folds=4", "folds=[2,0]",
+                          "eval.protocol=sft", "eval.judge=none", "eval.batch_size=2", "launch.config_file=cpu",
+                          "baseline=none", "output_dir=somewhere"])
+    assert config.training == ["model=tiny", "train.max_steps=2", "data.folds=4"]
+    assert config.eval == ["protocol=sft", "judge=none", "batch_size=2"]
+    assert config.tasks == ["itp", "rpp", "stp", "ssp", "er", "vp"] and config.folds == [0, 2]
+    assert (config.launch.config_file, config.baseline, config.output_dir) == ("cpu", "none", "somewhere")
+    assert config.training_config["train"]["max_steps"] == 2 and "test_fold" not in config.training_config["data"]
+    assert (config.eval_config["protocol"], config.eval_config["batch_size"]) == ("sft", 2)
+    assert load_config(["recipe=ssp_lora", "model=tiny"]).output_dir == "runs/cv/ssp_lora/tiny"
+
+
+def test_family_note_on_the_bundled_data_names_the_fold_trained_on_couples_only(tmp_path):
+    """The bundled family samples are one unit: one fold holds every family instance, and its model trained on
+    couples only."""
+    plan = prepare(load_config([*FAST, f"output_dir={tmp_path}"]), tmp_path)
+    family_folds = {plan.fold_of(i) for i in plan.instances if i.scenario == "family"}
+    assert len(family_folds) == 1
+    (fold,) = family_folds
+    n = sum(i.scenario == "family" for i in plan.instances)
+    assert plan.notes == [f"family: all {n} pooled family instances (1 unit) are in fold {fold}, whose model trained "
+                          f"on couples only: the pooled family cells are \"trained on couples, tested on families\""]
+    # Without that fold there is no such cell, hence no note; and the note says so per fold, not per unit.
+    others = [f for f in range(3) if f != fold]
+    assert family_notes(plan.manifest, plan.instances, others) == []
+
+
+def test_the_job_list_trains_every_fold_with_the_shared_manifest_and_evaluates_it_on_its_own_fold(tmp_path):
+    config = load_config([*FAST, "train.max_steps=2", "eval.bertscore=none", "launch.config_file=cpu",
+                          f"output_dir={tmp_path}"])
+    plan = prepare(config, tmp_path)
+    training = training_jobs(plan)
+    assert [j.name for j in training] == ["train fold 0", "train fold 1", "train fold 2"]
+    manifest = (tmp_path / "split_manifest.json").resolve()
+    assert list(training[1].argv) == training_command(
+        config.launch, "ssp_lora", ["model=tiny", "data.folds=3", "train.max_steps=2", "data.test_fold=1",
+                                    f'data.manifest="{manifest}"'], run_dir(tmp_path, 1))
+    assert training[1].log == tmp_path / "logs" / "train_fold1.log" and not training[1].done()
+    evaluations = fold_eval_jobs(plan)
+    assert list(evaluations[2].argv) == [sys.executable, "-m", "rescue_train", "eval", f"run={run_dir(tmp_path, 2)}",
+                                         "protocol=rank", "progress=false", "bertscore=none", "tasks=[ssp]",
+                                         f"output_dir={eval_dir(tmp_path, 2)}"]
+    with pytest.raises(ValueError, match="no finished training run"):
+        zero_shot_job(plan)
+    # A finished run gives the zero-shot baseline its base model and tokenizer; the prompts are the runs'.
+    folder = run_dir(tmp_path, 1)
+    (folder / "adapter").mkdir(parents=True)
+    (folder / "adapter" / "adapter_config.json").write_text("{}")
+    (folder / "provenance.json").write_text(json.dumps({"status": "finished", "base_model": "/models/base x"}))
+    assert training[1].done() and not training[0].done()
+    argv = list(zero_shot_job(plan).argv)
+    assert argv[:6] == [sys.executable, "-m", "rescue_train", "eval", 'model="/models/base x"',
+                        f'tokenizer="{folder / "adapter"}"']
+    assert {'data.source="bundled"', "data.context=null", 'data.answer_format="label"', "data.split=none",
+            "protocol=rank", "tasks=[ssp]"} <= set(argv)
+    assert not any(a.startswith(("data.test_fold", "data.manifest", "data.folds")) for a in argv)
+    from rescue_train.evaluation.config import load_config as load_eval_config
+
+    zero = load_eval_config(argv[4:])
+    assert (zero.model, zero.data.split, zero.data.source, zero.protocol) == ("/models/base x", "none", "bundled", "rank")
+
+
+def test_the_plan_counts_judge_calls_per_fold_and_for_the_baseline(tmp_path):
+    config = load_config(["recipe=er_lora", "model=tiny", "data.folds=3", "eval.judge.backend=openai",
+                          "eval.judge.model=judge-x", "baseline=zero_shot", f"output_dir={tmp_path}"])
+    plan = prepare(config, tmp_path)
+    from rescue_train.cv.plan import describe, judge_calls
+
+    calls = judge_calls(plan)  # ER: one judge call per instance whose answer parses (all, at most)
+    assert calls == {"fold 0": len(plan.of_fold(0)), "fold 1": len(plan.of_fold(1)), "fold 2": len(plan.of_fold(2)),
+                     "zero_shot": len(plan.instances)}
+    text = describe(plan)
+    assert f"judge calls, at most: {2 * len(plan.instances)} (fold 0 {len(plan.of_fold(0))}," in text
+    assert "time: no estimate before a training run and an evaluation have finished" in text
+
+
+def test_a_changed_configuration_is_refused_naming_the_key(tmp_path, capsys, monkeypatch):
+    """The settings stamp is written before any run starts; a rerun with another training setting stops there."""
+    import rescue_train.cv.runner as runner
+
+    def stop(plan):  # right after the stamp is checked, before any job is built or launched
+        raise ValueError("stopped")
+
+    monkeypatch.setattr(runner, "training_jobs", stop)
+    assert cli(["cv", *FAST, f"output_dir={tmp_path}"]) == 2
+    assert "stopped" in capsys.readouterr().err and (tmp_path / "cv_config.json").exists()
+    assert cli(["cv", *FAST, "train.lr=0.1", f"output_dir={tmp_path}"]) == 2
+    err = capsys.readouterr().err
+    assert "holds a cross-validation made with other settings (changed: training.train.lr); use another " \
+           "output_dir" in err
+    # Runtime settings of the evaluations, the folds and the baseline may change.
+    assert cli(["cv", *FAST, "eval.batch_size=2", "folds=[1]", "baseline=none", f"output_dir={tmp_path}"]) == 2
+    assert "stopped" in capsys.readouterr().err
+
+
+def _done(path: Path) -> bool:
+    return path.exists()
+
+
+def test_run_jobs_runs_what_is_not_done_in_order_and_stops_at_a_failure(tmp_path):
+    marker = tmp_path / "b.done"
+    write = "import pathlib, sys; pathlib.Path(sys.argv[1]).write_text('x'); print('ran', sys.argv[1])"
+    jobs = [Job("a", (sys.executable, "-c", "print('never')"), tmp_path / "a.log", partial(_done, tmp_path)),
+            Job("b", (sys.executable, "-c", write, str(marker)), tmp_path / "b.log", partial(_done, marker))]
+    seen = []
+    assert run_jobs(jobs, lambda job, seconds: seen.append((job.name, seconds >= 0))) == ["b"]
+    assert seen == [("b", True)] and not (tmp_path / "a.log").exists()
+    log = (tmp_path / "b.log").read_text()
+    assert log.startswith("$ ") and f"ran {marker}" in log
+    assert run_jobs(jobs) == []  # both done now
+    failing = Job("c", (sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"), tmp_path / "c.log",
+                  partial(_done, tmp_path / "never"))
+    with pytest.raises(ValueError, match=r"c failed \(exit 3\); log .*c.log:\n.*boom"):
+        run_jobs([failing, jobs[1]])
