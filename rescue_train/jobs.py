@@ -81,13 +81,16 @@ class Job:
     done: Callable[[], bool]  # a module-level function (or a partial of one), so an executor may pickle it
 
 
-def run_jobs(jobs: Sequence[Job], finished: Callable[[Job, float], None] | None = None) -> list[str]:
+def run_jobs(jobs: Sequence[Job], finished: Callable[[Job, float], None] | None = None,
+             starting: Callable[[Job], None] | None = None) -> list[str]:
     """Run the jobs that are not done yet, in order, each to its log (a failure stops with ValueError); calls
-    ``finished(job, seconds)`` after each. Returns the names of the jobs it ran."""
+    ``starting(job)`` before and ``finished(job, seconds)`` after each. Returns the names of the jobs it ran."""
     ran = []
     for job in jobs:
         if job.done():
             continue
+        if starting is not None:
+            starting(job)
         started = time.time()
         call(job.argv, job.log, job.name)
         ran.append(job.name)

@@ -27,13 +27,15 @@ difference per cell in OUT/report.md. Rerun the same command to resume.
                                          any rescue-train eval setting, for every evaluation
   launch.config_file=single_gpu 'launch.args=--num_processes 2'   how each run is launched (as compare)
   folds=[0,2]                            some test folds only (the pooled row then covers their instances)
-  baseline=auto|zero_shot|none           the base model zero-shot on the same instances (auto: when it is here)
+  baseline=auto|zero_shot|none           the base model zero-shot on the same instances (auto: once it is here)
   dry_run=true                           print the plan (runs, evaluations, judge calls) and a time estimate;
                                          with no fold finished, it trains and evaluates the first one to time it
 Examples:
-  rescue-train cv recipe=ssp_lora model=tiny train.max_steps=2 data.folds=3 eval.bertscore=none
+  rescue-train cv recipe=ssp_lora model=tiny train.max_steps=2 data.folds=3 launch.config_file=cpu \\
+      eval.bertscore=none output_dir=runs/cv/smoke
   rescue-train cv recipe=all_lora model=qwen2.5-7b-instruct data.source=/data/benchmark_191.jsonl \\
-      launch.config_file=single_gpu eval.backend=vllm eval.judge.backend=openai eval.judge.model=gpt-5.4"""
+      launch.config_file=single_gpu eval.judge.backend=openai eval.judge.model=gpt-5.4 output_dir=runs/cv/qwen7b
+More in docs/cv.md."""
 
 
 def run(config: CvConfig) -> None:

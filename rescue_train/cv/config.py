@@ -42,7 +42,8 @@ class CvConfig:
         "test folds to run; null: every fold of data.folds (a subset pools only its folds' instances)"))
     baseline: str = field(default="auto", metadata=meaning(
         "zero_shot: the base model on the same instances and prompts, with the paired differences; none; auto: "
-        "zero_shot when the base model is on this machine (a folder, tiny, or in the Hugging Face cache)"))
+        "zero_shot when the base model is on this machine (a folder, tiny, or in the Hugging Face cache; asked again "
+        "after the training runs, which download it)"))
     dry_run: bool = field(default=False, metadata=meaning(
         "print the plan (runs, evaluations, judge calls) and a time estimate (after one fold, if none is finished)"))
     plots: bool = field(default=True, metadata=meaning("write the report's plots"))

@@ -115,7 +115,10 @@ def _on_this_machine(model: str) -> bool:
         return False
     from huggingface_hub import try_to_load_from_cache
 
-    return isinstance(try_to_load_from_cache(model, "config.json"), str)
+    try:
+        return isinstance(try_to_load_from_cache(model, "config.json"), str)
+    except ValueError:  # not a hub id (huggingface_hub's HFValidationError)
+        return False
 
 
 def family_notes(manifest: SplitManifest, instances: list[Instance], folds: list[int]) -> list[str]:
@@ -165,8 +168,8 @@ def prepare(config: CvConfig, out: Path) -> Plan:
     if config.baseline == "auto":
         here = _on_this_machine(model)
         baseline, reason = here, (f"baseline=auto: the base model {model} is on this machine" if here else
-                                  f"baseline=auto: the base model {model} is not on this machine yet; "
-                                  "baseline=zero_shot adds it")
+                                  f"baseline=auto: the base model {model} is not on this machine yet; asked again "
+                                  "after the training runs, which download it")
     else:
         baseline, reason = config.baseline == "zero_shot", f"baseline={config.baseline}"
     from ..evaluation.config import load_config as load_eval_config
@@ -224,6 +227,12 @@ def fold_eval_jobs(plan: Plan) -> list[Job]:
             for fold in plan.folds]
 
 
+def settle_baseline(plan: Plan) -> None:
+    """``baseline=auto`` once the runs are trained: their base model is on this machine by then if it ever is."""
+    if plan.config.baseline == "auto" and not plan.baseline and _on_this_machine(base_of_runs(plan)[0]):
+        plan.baseline, plan.baseline_reason = True, "baseline=auto: the runs' base model is on this machine"
+
+
 def base_of_runs(plan: Plan) -> tuple[str, str]:
     """(the base model, the tokenizer with its chat template) the finished runs trained with; they must agree."""
     bases = {}
@@ -259,11 +268,17 @@ def read_timings(out: Path) -> dict[str, dict[str, Any]]:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+def announce(job: Job) -> None:
+    print(f"{job.name}: running (log {job.log})", flush=True)
+
+
 def recorder(plan: Plan):
-    """``finished(job, seconds)`` for run_jobs: keeps each finished job's command line and duration in jobs.json."""
+    """``finished(job, seconds)`` for run_jobs: keeps each finished job's command line and duration in jobs.json
+    (and says it)."""
     from ..io import write_json_atomic
 
     def finished(job: Job, seconds: float) -> None:
+        print(f"{job.name}: finished in {seconds:.0f} s", flush=True)
         timings = read_timings(plan.out)
         instances = None
         if job.name.startswith("eval "):

@@ -16,8 +16,8 @@ from typing import Any
 
 from ..jobs import run_jobs
 from .config import CvConfig, settings
-from .plan import (ZERO_SHOT, Plan, describe, estimate, eval_dir, fold_eval_jobs, prepare, read_timings, recorder,
-                   run_dir, trained, training_jobs, zero_shot_job)
+from .plan import (ZERO_SHOT, Plan, announce, describe, estimate, eval_dir, fold_eval_jobs, prepare, read_timings,
+                   recorder, run_dir, settle_baseline, trained, training_jobs, zero_shot_job)
 
 
 def check_settings(config: CvConfig, plan: Plan) -> str:
@@ -88,8 +88,8 @@ def first_fold(plan: Plan, training: list, evaluations: list) -> None:
     them is not done yet), timed and kept: the real command continues after them."""
     print(f"dry run: no training run and evaluation timed yet; running fold {plan.folds[0]}'s to time them",
           flush=True)
-    run_jobs(training[:1], recorder(plan))
-    run_jobs(evaluations[:1], recorder(plan))
+    run_jobs(training[:1], recorder(plan), announce)
+    run_jobs(evaluations[:1], recorder(plan), announce)
 
 
 def cv(config: CvConfig) -> dict[str, Any]:
@@ -110,11 +110,12 @@ def cv(config: CvConfig) -> dict[str, Any]:
         print(text)
         return {"dry_run": text}
     print(describe(plan), flush=True)
-    run_jobs(training, recorder(plan))  # phase 1: the training runs (independent of each other)
+    run_jobs(training, recorder(plan), announce)  # phase 1: the training runs (independent of each other)
     _drop_checkpoints(plan)
+    settle_baseline(plan)
     if plan.baseline:  # its base model and tokenizer are the finished runs'
         evaluations.append(zero_shot_job(plan))
-    run_jobs(evaluations, recorder(plan))  # phase 2: the evaluations (independent of each other)
+    run_jobs(evaluations, recorder(plan), announce)  # phase 2: the evaluations (independent of each other)
     fold_results = {fold: _load(eval_dir(out, fold)) for fold in plan.folds}
     pooled = pooled_results(plan, fold_results, digest)
     write_json_atomic(out / "results.json", pooled)

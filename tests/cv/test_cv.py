@@ -220,8 +220,9 @@ def test_run_jobs_runs_what_is_not_done_in_order_and_stops_at_a_failure(tmp_path
     jobs = [Job("a", (sys.executable, "-c", "print('never')"), tmp_path / "a.log", partial(_done, tmp_path)),
             Job("b", (sys.executable, "-c", write, str(marker)), tmp_path / "b.log", partial(_done, marker))]
     seen = []
-    assert run_jobs(jobs, lambda job, seconds: seen.append((job.name, seconds >= 0))) == ["b"]
-    assert seen == [("b", True)] and not (tmp_path / "a.log").exists()
+    assert run_jobs(jobs, lambda job, seconds: seen.append((job.name, seconds >= 0)),
+                    lambda job: seen.append((job.name, marker.exists()))) == ["b"]
+    assert seen == [("b", False), ("b", True)] and not (tmp_path / "a.log").exists()
     log = (tmp_path / "b.log").read_text()
     assert log.startswith("$ ") and f"ran {marker}" in log
     assert run_jobs(jobs) == []  # both done now
@@ -229,3 +230,27 @@ def test_run_jobs_runs_what_is_not_done_in_order_and_stops_at_a_failure(tmp_path
                   partial(_done, tmp_path / "never"))
     with pytest.raises(ValueError, match=r"c failed \(exit 3\); log .*c.log:\n.*boom"):
         run_jobs([failing, jobs[1]])
+
+
+def test_baseline_auto_is_on_when_the_base_model_is_here_and_asked_again_after_training(tmp_path):
+    from rescue_train.cv.plan import _on_this_machine, settle_baseline
+
+    assert _on_this_machine("tiny") and _on_this_machine(str(tmp_path))
+    assert not _on_this_machine("no-such-org/no-such-model") and not _on_this_machine("/no/such/folder")
+    assert prepare(load_config([*FAST, f"output_dir={tmp_path}"]), tmp_path).baseline  # tiny is built here
+    out = tmp_path / "hub"
+    plan = prepare(load_config(["recipe=ssp_lora", "model=any", "model.path=no-such-org/no-such-model",
+                                "data.folds=3", f"output_dir={out}"]), out)
+    assert not plan.baseline and "not on this machine yet; asked again after the training runs" in plan.baseline_reason
+    # The training runs fetched it: their provenance names a base model that is here now.
+    base = tmp_path / "downloaded"
+    base.mkdir()
+    folder = run_dir(out, 0)
+    (folder / "adapter").mkdir(parents=True)
+    (folder / "adapter" / "adapter_config.json").write_text("{}")
+    (folder / "provenance.json").write_text(json.dumps({"status": "finished", "base_model": str(base)}))
+    settle_baseline(plan)
+    assert plan.baseline and zero_shot_job(plan).argv[4] == f'model="{base}"'
+    none = prepare(load_config([*FAST, "baseline=none", f"output_dir={out}"]), out)
+    settle_baseline(none)
+    assert not none.baseline

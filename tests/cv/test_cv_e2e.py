@@ -132,6 +132,9 @@ def test_a_killed_cv_resumes_without_retraining_finished_folds(finished):
     assert _commands(out / "logs" / "train_fold1.log") == 2  # killed, then run again (resume=auto)
     assert _commands(out / "logs" / "train_fold2.log") == 1
     assert _commands(out / "logs" / "eval_fold0.log") == 1  # evaluated by the dry run, not again
+    resumed = seen["resumed"]
+    assert "train fold 1: running" in resumed and "train fold 2: running" in resumed
+    assert "train fold 0: running" not in resumed and "eval fold 0: running" not in resumed
     jobs = json.loads((out / "jobs.json").read_text())
     assert set(jobs) == {"train fold 0", "train fold 1", "train fold 2", "eval fold 0", "eval fold 1", "eval fold 2",
                          "eval zero_shot"}
