@@ -18,24 +18,24 @@ replacement (a sentence's ``unit``: the couple or family of a benchmark turn, wh
 or the dialogue of a dialogue file) and takes the ratio of summed numerators to summed denominators (2.5 and
 97.5 percentiles); the turn change resamples units too, each carrying its dialogues' changes. Two systems
 are compared by the bootstrap distribution of their difference (the same draws of units when both audited
-the same units), p = twice the smaller tail at 0, at least 1/resamples; p values are Holm-corrected within
-each measure.
+the same units), p = 2 (smaller tail + 1) / (draws + 1); p values are Holm-corrected within each measure.
+The draws are scoring.uncertainty's cluster bootstrap, the project's one implementation of clustered
+intervals.
 """
 
 from __future__ import annotations
 
 import itertools
-import zlib
 from collections import defaultdict
 from typing import Any, Iterable
 
 import numpy as np
 
+from ..scoring.uncertainty import Bootstrap, cluster_bootstrap, holm, stream_seed
 from .criteria import CRITERIA, EXPLORATORY_KEYS, GATE_KEY, IF_KEYS, MET, NOT_MET, OS_KEY
 
 HEADLINE = ("IF", "IF_gated", "OS")
 COMPOSITION = ("IF_only", "OS_only", "both", "neither")
-_DRAWS_PER_BLOCK = 1000  # resamples drawn at once: bounds memory for large audits
 
 
 def sentence_values(labels: dict[str, dict[str, Any]]) -> dict[str, int | None]:
@@ -72,33 +72,19 @@ def cluster_counts(rows: list[tuple[str, float | None]]) -> tuple[list[str], np.
     return ids, np.array([num[i] for i in ids], float), np.array([den[i] for i in ids], float)
 
 
-def resampled_ratios(num: np.ndarray, den: np.ndarray, resamples: int, rng: np.random.Generator,
-                     draws: np.ndarray | None = None) -> np.ndarray:
-    """Sum-of-numerators over sum-of-denominators for ``resamples`` draws of units with replacement
-    (``draws`` given: those unit indices, shape resamples x units)."""
-    out = np.empty(resamples)
-    for start in range(0, resamples, _DRAWS_PER_BLOCK):
-        size = min(_DRAWS_PER_BLOCK, resamples - start)
-        idx = draws[start:start + size] if draws is not None else rng.integers(0, len(num), (size, len(num)))
-        with np.errstate(invalid="ignore", divide="ignore"):
-            out[start:start + size] = num[idx].sum(1) / den[idx].sum(1)
-    return out
-
-
-def _rng(seed: int, *names: str) -> np.random.Generator:
-    """One generator per (seed, what is resampled), so a result does not depend on what else is computed."""
-    return np.random.default_rng([seed, *(zlib.crc32(n.encode()) for n in names)])
+def _ratio_interval(num: np.ndarray, den: np.ndarray, resamples: int, seed: int, *names: str) -> list[float] | None:
+    """The percentile interval of sum(num) / sum(den) over draws of units with replacement
+    (scoring.uncertainty's cluster bootstrap, the project's one implementation); None under two units."""
+    drawn = cluster_bootstrap(lambda counts: (counts @ num) / (counts @ den), ["all"] * len(num), draws=resamples,
+                              seed=stream_seed(seed, *names), stratum_name="audit")
+    return drawn.interval(0) if isinstance(drawn, Bootstrap) else None
 
 
 def rate(rows: list[tuple[str, int | None]], resamples: int, seed: int, *names: str) -> dict[str, Any]:
     ids, num, den = cluster_counts(rows)
     total = float(den.sum())
-    result = {"n": int(total), "met": int(num.sum()), "rate": float(num.sum() / total) if total else None,
-              "units": len(ids), "ci": None}
-    if len(ids) >= 2:
-        ratios = resampled_ratios(num, den, resamples, _rng(seed, *names))
-        result["ci"] = [float(np.nanpercentile(ratios, 2.5)), float(np.nanpercentile(ratios, 97.5))]
-    return result
+    return {"n": int(total), "met": int(num.sum()), "rate": float(num.sum() / total) if total else None,
+            "units": len(ids), "ci": _ratio_interval(num, den, resamples, seed, *names) if total else None}
 
 
 def turn_change(rows: list[tuple[str, str, int, int | None]], resamples: int, seed: int, *names: str
@@ -117,41 +103,37 @@ def turn_change(rows: list[tuple[str, str, int, int | None]], resamples: int, se
             changes.append((unit, sum(last) / len(last) - sum(first) / len(first)))
     mean = sum(c for _, c in changes) / len(changes) if changes else None
     ids, num, den = cluster_counts(changes)
-    result = {"dialogues": len(changes), "units": len(ids), "mean": mean, "ci": None}
-    if len(ids) >= 2:
-        ratios = resampled_ratios(num, den, resamples, _rng(seed, *names))
-        result["ci"] = [float(np.percentile(ratios, 2.5)), float(np.percentile(ratios, 97.5))]
-    return result
+    return {"dialogues": len(changes), "units": len(ids), "mean": mean,
+            "ci": _ratio_interval(num, den, resamples, seed, *names) if changes else None}
 
 
 def compare(rows_a: list[tuple[str, int | None]], rows_b: list[tuple[str, int | None]], resamples: int, seed: int,
             *names: str) -> dict[str, Any]:
-    """Difference a - b with its bootstrap CI and p; paired draws when both cover the same units."""
+    """Difference a - b with its bootstrap CI and p; paired draws (the same units for both) when both cover the
+    same units, else each system's units drawn on their own (strata)."""
     ids_a, num_a, den_a = cluster_counts(rows_a)
     ids_b, num_b, den_b = cluster_counts(rows_b)
     diff = (num_a.sum() / den_a.sum() - num_b.sum() / den_b.sum()) if den_a.sum() and den_b.sum() else None
-    result = {"difference": None if diff is None else float(diff), "ci": None, "p": None,
-              "paired": ids_a == ids_b}
+    paired = ids_a == ids_b
+    result = {"difference": None if diff is None else float(diff), "ci": None, "p": None, "paired": paired}
     if diff is None or len(ids_a) < 2 or len(ids_b) < 2:
         return result
-    rng = _rng(seed, *names)
-    if ids_a == ids_b:
-        draws = rng.integers(0, len(ids_a), (resamples, len(ids_a)))
-        deltas = resampled_ratios(num_a, den_a, resamples, rng, draws) - resampled_ratios(num_b, den_b, resamples,
-                                                                                           rng, draws)
+    if paired:
+        def difference(counts):
+            return (counts @ num_a) / (counts @ den_a) - (counts @ num_b) / (counts @ den_b)
+        strata = ["all"] * len(ids_a)
     else:
-        deltas = resampled_ratios(num_a, den_a, resamples, rng) - resampled_ratios(num_b, den_b, resamples, rng)
-    deltas = deltas[~np.isnan(deltas)]
-    tail = min(float(np.mean(deltas <= 0)), float(np.mean(deltas >= 0)))
-    result["ci"] = [float(np.percentile(deltas, 2.5)), float(np.percentile(deltas, 97.5))]
-    result["p"] = min(1.0, max(2 * tail, 1 / resamples))
+        cut = len(ids_a)
+
+        def difference(counts):
+            a, b = counts[:, :cut], counts[:, cut:]
+            return (a @ num_a) / (a @ den_a) - (b @ num_b) / (b @ den_b)
+        strata = ["a"] * len(ids_a) + ["b"] * len(ids_b)
+    drawn = cluster_bootstrap(difference, strata, draws=resamples, seed=stream_seed(seed, *names),
+                              stratum_name="system")
+    if isinstance(drawn, Bootstrap):
+        result["ci"], result["p"] = drawn.interval(0), drawn.p_value(0)
     return result
-
-
-def holm(pvalues: list[float]) -> list[float]:
-    from statsmodels.stats.multitest import multipletests
-
-    return [float(p) for p in multipletests(pvalues, method="holm")[1]] if pvalues else []
 
 
 def analyse(sentences: list[dict[str, Any]], resamples: int, seed: int) -> dict[str, Any]:

@@ -298,7 +298,8 @@ def test_bootstrap_ci_and_comparisons():
     # paired draws: the difference is 0 only when all three draws are dialogue c, chance (1/3)^3
     assert result["p"] == pytest.approx(2 / 27, abs=0.025) and result["ci"][0] == 0.0
     always = compare([(d, 1) for d, _ in same], same, 1000, 1, "x")
-    assert always["p"] == 1 / 1000 and always["ci"] == [0.5, 0.5]  # no resample reaches 0: p at its floor
+    # no resample reaches 0: p at its floor, 2 (0 + 1) / (1000 + 1)
+    assert always["p"] == 2 / 1001 and always["ci"] == [0.5, 0.5]
     again = compare(higher, same, 1000, 1, "x")
     assert again == result  # the seed fixes the result
     assert compare(same, same, 1000, 1, "x")["p"] == 1.0
@@ -319,8 +320,9 @@ def test_analyse_compares_systems_with_holm_per_measure():
                                        system=system))
     comps = analyse(sentences, 500, 3)["comparisons"]["OS"]
     assert [(c["a"], c["b"], c["difference"]) for c in comps] == [("A", "B", 1.0), ("A", "C", 1.0), ("B", "C", 0.0)]
-    assert [c["p"] for c in comps] == [1 / 500, 1 / 500, 1.0]
-    assert [c["p_holm"] for c in comps] == pytest.approx([3 / 500, 3 / 500, 1.0])
+    # A and B differ in every draw: p = 2 (0 + 1) / (500 + 1); B and C never: the tails hold every draw, p = 1
+    assert [c["p"] for c in comps] == [2 / 501, 2 / 501, 1.0]
+    assert [c["p_holm"] for c in comps] == pytest.approx([6 / 501, 6 / 501, 1.0])
 
 
 # ---------------------------------------------------------------- inputs
