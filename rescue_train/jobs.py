@@ -1,8 +1,11 @@
 """Runs that an experiment launches as subprocesses: how a training run is started, and a job list run in order.
 
-A :class:`Job` is one command line, the log its output goes to and a check that says whether its result is
-already there; :func:`run_jobs` runs a list of jobs one after the other (a job found done is skipped). The
-experiments build their runs as such lists (``compare``'s LoRA runs, ``cv``'s folds) and hand them over in
+A :class:`Job` is a name, its :class:`Step` s (each one command line, the log its output is appended to and
+optionally a check that says the step is done already) and a check that says the whole job is done already;
+:func:`run_jobs` runs a list of jobs one after the other (a job or step found done is skipped) and returns one
+:class:`Outcome` per job. The three types have the fields of ``rescue_train.executor``'s (name, steps, done;
+argv, log, done; job, state, seconds, step_seconds), so that the experiments' job lists (``cv``'s folds) can be
+handed to an executor that runs them on GPU slots or SLURM unchanged. The experiments hand their jobs over in
 phases whose jobs do not depend on each other, so any executor can run a phase's jobs in any order.
 
 Every training run is the ordinary training path under ``accelerate launch`` (:func:`training_command`), with
@@ -72,28 +75,61 @@ def call(command: Sequence[str], log: Path, what: str) -> None:
 
 
 @dataclass(frozen=True)
-class Job:
-    """One run: its name (unique in its list), command line, log file and "already done" check."""
+class Step:
+    """One process of a job: its command line (absolute paths, ``sys.executable`` first), the log its output is
+    appended to, and what counts as this step done already (None: never)."""
 
-    name: str
     argv: tuple[str, ...]
     log: Path
-    done: Callable[[], bool]  # a module-level function (or a partial of one), so an executor may pickle it
+    done: Optional[Callable[[], bool]] = None  # a module-level function (or a partial of one): picklable
 
 
-def run_jobs(jobs: Sequence[Job], finished: Callable[[Job, float], None] | None = None,
-             starting: Callable[[Job], None] | None = None) -> list[str]:
-    """Run the jobs that are not done yet, in order, each to its log (a failure stops with ValueError); calls
-    ``starting(job)`` before and ``finished(job, seconds)`` after each. Returns the names of the jobs it ran."""
-    ran = []
+@dataclass(frozen=True)
+class Job:
+    """One run: its name (unique in its list), its steps (run one after the other) and what counts as the whole
+    job done already (None: never)."""
+
+    name: str
+    steps: tuple[Step, ...]
+    done: Optional[Callable[[], bool]] = None  # a module-level function (or a partial of one): picklable
+
+
+@dataclass
+class Outcome:
+    """What running a job gave: ``state`` ``done`` (ran now) or ``skipped`` (done before); ``seconds`` and
+    ``step_seconds`` (0 for a skipped step) its steps' own time."""
+
+    job: Job
+    state: str
+    seconds: float = 0.0
+    step_seconds: list[float] = field(default_factory=list)
+
+
+def run_jobs(jobs: Sequence[Job], *, on_done: Callable[[Outcome], None] | None = None,
+             starting: Callable[[Job], None] | None = None) -> list[Outcome]:
+    """Run the jobs that are not done yet, in order, each step to its log (a failed step stops everything with
+    a ValueError naming the job, its exit status and its log's tail); calls ``starting(job)`` before and
+    ``on_done(outcome)`` after each job it runs. Returns one outcome per job, in the jobs' order."""
+    names = [job.name for job in jobs]
+    if len(set(names)) != len(names):
+        raise ValueError(f"job names must be unique, got {sorted(n for n in set(names) if names.count(n) > 1)}")
+    outcomes = []
     for job in jobs:
-        if job.done():
+        if job.done is not None and job.done():
+            outcomes.append(Outcome(job, "skipped"))
             continue
         if starting is not None:
             starting(job)
-        started = time.time()
-        call(job.argv, job.log, job.name)
-        ran.append(job.name)
-        if finished is not None:
-            finished(job, time.time() - started)
-    return ran
+        seconds = []
+        for step in job.steps:
+            if step.done is not None and step.done():
+                seconds.append(0.0)
+                continue
+            started = time.time()
+            call(step.argv, step.log, job.name)
+            seconds.append(round(time.time() - started, 3))
+        outcome = Outcome(job, "done", round(sum(seconds), 3), seconds)
+        outcomes.append(outcome)
+        if on_done is not None:
+            on_done(outcome)
+    return outcomes

@@ -12,7 +12,8 @@ The output folder ``OUT``:
 
 The jobs come in two phases whose jobs are independent of each other: the training runs, then the
 evaluations (each fold's, and the zero-shot baseline's, which takes the base model and tokenizer from a
-finished run). :func:`rescue_train.jobs.run_jobs` runs each phase.
+finished run). Each job is one step (``Job(name, (Step(argv, log, done),), done)``: the fields of
+``rescue_train.executor``'s jobs); :func:`rescue_train.cv.runner.run_phase` runs each phase.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from typing import Any
 from ..data import load_benchmark
 from ..data.config import DataConfig
 from ..data.splits import SplitManifest, assign_units, check_leakage, load_or_make_manifest
-from ..jobs import Job, override, rescue_train_command, training_command
+from ..jobs import Job, Outcome, Step, override, rescue_train_command, training_command
 from ..tasks import Instance, build
 from .config import CvConfig, eval_arguments
 
@@ -204,6 +205,11 @@ def evaluated(folder: Path) -> bool:
     return (folder / "results.json").exists()
 
 
+def one_step(name: str, argv, log: Path, done) -> Job:
+    """A job of one command: done (as a job and as its step) when ``done()`` says so."""
+    return Job(name, (Step(tuple(argv), log, done),), done)
+
+
 def training_jobs(plan: Plan) -> list[Job]:
     out, config = plan.out, plan.config
     manifest = (out / "split_manifest.json").resolve()
@@ -213,17 +219,17 @@ def training_jobs(plan: Plan) -> list[Job]:
         argv = training_command(config.launch, config.recipe,
                                 [*config.training, f"data.test_fold={fold}", override("data.manifest", str(manifest))],
                                 folder)
-        jobs.append(Job(f"train fold {fold}", tuple(argv), out / "logs" / f"train_fold{fold}.log",
-                        partial(trained, folder)))
+        jobs.append(one_step(f"train fold {fold}", argv, out / "logs" / f"train_fold{fold}.log",
+                             partial(trained, folder)))
     return jobs
 
 
 def fold_eval_jobs(plan: Plan) -> list[Job]:
     out = plan.out
-    return [Job(f"eval fold {fold}",
-                tuple(rescue_train_command("eval", f"run={run_dir(out, fold)}", *eval_arguments(plan.config),
-                                           f"output_dir={eval_dir(out, fold)}")),
-                out / "logs" / f"eval_fold{fold}.log", partial(evaluated, eval_dir(out, fold)))
+    return [one_step(f"eval fold {fold}",
+                     rescue_train_command("eval", f"run={run_dir(out, fold)}", *eval_arguments(plan.config),
+                                          f"output_dir={eval_dir(out, fold)}"),
+                     out / "logs" / f"eval_fold{fold}.log", partial(evaluated, eval_dir(out, fold)))
             for fold in plan.folds]
 
 
@@ -257,8 +263,8 @@ def zero_shot_job(plan: Plan) -> Job:
     folder = eval_dir(plan.out, ZERO_SHOT)
     argv = rescue_train_command("eval", override("model", base), override("tokenizer", tokenizer), *prompts,
                                 "data.split=none", *eval_arguments(plan.config), f"output_dir={folder}")
-    return Job(f"eval {ZERO_SHOT}", tuple(argv), plan.out / "logs" / f"eval_{ZERO_SHOT}.log",
-               partial(evaluated, folder))
+    return one_step(f"eval {ZERO_SHOT}", argv, plan.out / "logs" / f"eval_{ZERO_SHOT}.log",
+                    partial(evaluated, folder))
 
 
 # ---------------------------------------------------------------- timings, estimate and the printed plan
@@ -269,23 +275,25 @@ def read_timings(out: Path) -> dict[str, dict[str, Any]]:
 
 
 def announce(job: Job) -> None:
-    print(f"{job.name}: running (log {job.log})", flush=True)
+    logs = ", ".join(str(step.log) for step in job.steps)
+    print(f"{job.name}: running (log {logs})", flush=True)
 
 
 def recorder(plan: Plan):
-    """``finished(job, seconds)`` for run_jobs: keeps each finished job's command line and duration in jobs.json
-    (and says it)."""
+    """``on_done(outcome)`` for run_jobs (an outcome's ``job`` and ``seconds``, as the executor's): keeps each
+    finished job's command lines and duration in jobs.json (and says it)."""
     from ..io import write_json_atomic
 
-    def finished(job: Job, seconds: float) -> None:
+    def finished(outcome: Outcome) -> None:
+        job, seconds = outcome.job, outcome.seconds
         print(f"{job.name}: finished in {seconds:.0f} s", flush=True)
         timings = read_timings(plan.out)
         instances = None
         if job.name.startswith("eval "):
             which = job.name.split(" ", 1)[1]
             instances = len(plan.instances if which == ZERO_SHOT else plan.of_fold(int(which.split()[-1])))
-        timings[job.name] = {"seconds": round(seconds, 2), "instances": instances, "argv": list(job.argv),
-                             "log": str(job.log),
+        timings[job.name] = {"seconds": round(seconds, 2), "instances": instances,
+                             "steps": [{"argv": list(step.argv), "log": str(step.log)} for step in job.steps],
                              "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
         write_json_atomic(plan.out / "jobs.json", timings)
 

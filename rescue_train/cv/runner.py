@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ..jobs import run_jobs
+from ..jobs import Job, Outcome, run_jobs
 from .config import CvConfig, settings
 from .plan import (ZERO_SHOT, Plan, announce, describe, estimate, eval_dir, fold_eval_jobs, prepare, read_timings,
                    recorder, run_dir, settle_baseline, trained, training_jobs, zero_shot_job)
@@ -83,13 +83,19 @@ def write_report(plan: Plan, pooled: dict[str, Any]):
     return report
 
 
+def run_phase(plan: Plan, jobs: list[Job]) -> list[Outcome]:
+    """Run one phase's jobs (independent of each other) that are not done yet; a failure stops the cv. The one
+    place that says how jobs execute: today one after the other on this machine (rescue_train.jobs.run_jobs)."""
+    return run_jobs(jobs, on_done=recorder(plan), starting=announce)
+
+
 def first_fold(plan: Plan, training: list, evaluations: list) -> None:
     """The dry run's real run when no timed fold is finished: the first fold's training and evaluation (what of
     them is not done yet), timed and kept: the real command continues after them."""
     print(f"dry run: no training run and evaluation timed yet; running fold {plan.folds[0]}'s to time them",
           flush=True)
-    run_jobs(training[:1], recorder(plan), announce)
-    run_jobs(evaluations[:1], recorder(plan), announce)
+    run_phase(plan, training[:1])
+    run_phase(plan, evaluations[:1])
 
 
 def cv(config: CvConfig) -> dict[str, Any]:
@@ -110,12 +116,12 @@ def cv(config: CvConfig) -> dict[str, Any]:
         print(text)
         return {"dry_run": text}
     print(describe(plan), flush=True)
-    run_jobs(training, recorder(plan), announce)  # phase 1: the training runs (independent of each other)
+    run_phase(plan, training)  # phase 1: the training runs (independent of each other)
     _drop_checkpoints(plan)
     settle_baseline(plan)
     if plan.baseline:  # its base model and tokenizer are the finished runs'
         evaluations.append(zero_shot_job(plan))
-    run_jobs(evaluations, recorder(plan), announce)  # phase 2: the evaluations (independent of each other)
+    run_phase(plan, evaluations)  # phase 2: the evaluations (independent of each other)
     fold_results = {fold: _load(eval_dir(out, fold)) for fold in plan.folds}
     pooled = pooled_results(plan, fold_results, digest)
     write_json_atomic(out / "results.json", pooled)

@@ -15,7 +15,7 @@ from rescue_train.cli import main as cli
 from rescue_train.cv.config import load_config
 from rescue_train.cv.plan import eval_dir, family_notes, prepare, run_dir, training_jobs, fold_eval_jobs, zero_shot_job
 from rescue_train.cv.pool import PoolingError, pool
-from rescue_train.jobs import Job, run_jobs, training_command
+from rescue_train.jobs import Job, Outcome, Step, run_jobs, training_command
 
 FAST = ["recipe=ssp_lora", "model=tiny", "data.folds=3"]
 
@@ -149,12 +149,14 @@ def test_the_job_list_trains_every_fold_with_the_shared_manifest_and_evaluates_i
     training = training_jobs(plan)
     assert [j.name for j in training] == ["train fold 0", "train fold 1", "train fold 2"]
     manifest = (tmp_path / "split_manifest.json").resolve()
-    assert list(training[1].argv) == training_command(
+    assert [list(step.argv) for step in training[1].steps] == [training_command(
         config.launch, "ssp_lora", ["model=tiny", "data.folds=3", "train.max_steps=2", "data.test_fold=1",
-                                    f'data.manifest="{manifest}"'], run_dir(tmp_path, 1))
-    assert training[1].log == tmp_path / "logs" / "train_fold1.log" and not training[1].done()
+                                    f'data.manifest="{manifest}"'], run_dir(tmp_path, 1))]
+    assert training[1].steps[0].log == tmp_path / "logs" / "train_fold1.log" and not training[1].done()
+    assert training[1].steps[0].done == training[1].done
     evaluations = fold_eval_jobs(plan)
-    assert list(evaluations[2].argv) == [sys.executable, "-m", "rescue_train", "eval", f"run={run_dir(tmp_path, 2)}",
+    assert len(evaluations[2].steps) == 1
+    assert list(evaluations[2].steps[0].argv) == [sys.executable, "-m", "rescue_train", "eval", f"run={run_dir(tmp_path, 2)}",
                                          "protocol=rank", "progress=false", "bertscore=none", "tasks=[ssp]",
                                          f"output_dir={eval_dir(tmp_path, 2)}"]
     with pytest.raises(ValueError, match="no finished training run"):
@@ -165,7 +167,7 @@ def test_the_job_list_trains_every_fold_with_the_shared_manifest_and_evaluates_i
     (folder / "adapter" / "adapter_config.json").write_text("{}")
     (folder / "provenance.json").write_text(json.dumps({"status": "finished", "base_model": "/models/base x"}))
     assert training[1].done() and not training[0].done()
-    argv = list(zero_shot_job(plan).argv)
+    argv = list(zero_shot_job(plan).steps[0].argv)
     assert argv[:6] == [sys.executable, "-m", "rescue_train", "eval", 'model="/models/base x"',
                         f'tokenizer="{folder / "adapter"}"']
     assert {'data.source="bundled"', "data.context=null", 'data.answer_format="label"', "data.split=none",
@@ -217,19 +219,28 @@ def _done(path: Path) -> bool:
 def test_run_jobs_runs_what_is_not_done_in_order_and_stops_at_a_failure(tmp_path):
     marker = tmp_path / "b.done"
     write = "import pathlib, sys; pathlib.Path(sys.argv[1]).write_text('x'); print('ran', sys.argv[1])"
-    jobs = [Job("a", (sys.executable, "-c", "print('never')"), tmp_path / "a.log", partial(_done, tmp_path)),
-            Job("b", (sys.executable, "-c", write, str(marker)), tmp_path / "b.log", partial(_done, marker))]
+    jobs = [Job("a", (Step((sys.executable, "-c", "print('never')"), tmp_path / "a.log"),), partial(_done, tmp_path)),
+            Job("b", (Step((sys.executable, "-c", "print('skipped step')"), tmp_path / "b0.log",
+                           partial(_done, tmp_path)),
+                      Step((sys.executable, "-c", write, str(marker)), tmp_path / "b.log")), partial(_done, marker))]
     seen = []
-    assert run_jobs(jobs, lambda job, seconds: seen.append((job.name, seconds >= 0)),
-                    lambda job: seen.append((job.name, marker.exists()))) == ["b"]
-    assert seen == [("b", False), ("b", True)] and not (tmp_path / "a.log").exists()
+    outcomes = run_jobs(jobs, on_done=lambda o: seen.append((o.job.name, o.state, marker.exists())),
+                        starting=lambda job: seen.append((job.name, "starting", marker.exists())))
+    assert [(o.job.name, o.state) for o in outcomes] == [("a", "skipped"), ("b", "done")]
+    assert outcomes[0] == Outcome(jobs[0], "skipped", 0.0, [])
+    assert outcomes[1].step_seconds[0] == 0.0 and outcomes[1].step_seconds[1] > 0
+    assert outcomes[1].seconds == round(sum(outcomes[1].step_seconds), 3)
+    assert seen == [("b", "starting", False), ("b", "done", True)]
+    assert not (tmp_path / "a.log").exists() and not (tmp_path / "b0.log").exists()
     log = (tmp_path / "b.log").read_text()
     assert log.startswith("$ ") and f"ran {marker}" in log
-    assert run_jobs(jobs) == []  # both done now
-    failing = Job("c", (sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"), tmp_path / "c.log",
+    assert [o.state for o in run_jobs(jobs)] == ["skipped", "skipped"]  # both done now
+    failing = Job("c", (Step((sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"), tmp_path / "c.log"),),
                   partial(_done, tmp_path / "never"))
     with pytest.raises(ValueError, match=r"c failed \(exit 3\); log .*c.log:\n.*boom"):
         run_jobs([failing, jobs[1]])
+    with pytest.raises(ValueError, match=r"job names must be unique, got \['c'\]"):
+        run_jobs([failing, failing])
 
 
 def test_baseline_auto_is_on_when_the_base_model_is_here_and_asked_again_after_training(tmp_path):
@@ -250,7 +261,7 @@ def test_baseline_auto_is_on_when_the_base_model_is_here_and_asked_again_after_t
     (folder / "adapter" / "adapter_config.json").write_text("{}")
     (folder / "provenance.json").write_text(json.dumps({"status": "finished", "base_model": str(base)}))
     settle_baseline(plan)
-    assert plan.baseline and zero_shot_job(plan).argv[4] == f'model="{base}"'
+    assert plan.baseline and zero_shot_job(plan).steps[0].argv[4] == f'model="{base}"'
     none = prepare(load_config([*FAST, "baseline=none", f"output_dir={out}"]), out)
     settle_baseline(none)
     assert not none.baseline
