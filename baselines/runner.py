@@ -7,10 +7,9 @@ predict the held-out one), so every instance is predicted, as in the paper's who
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, List, Optional, Sequence
+from typing import Any, Iterable, List, Optional
 
 from threadpoolctl import threadpool_limits
 
@@ -18,14 +17,14 @@ from rescue_train.data.config import DataConfig
 from rescue_train.data.load import load_benchmark
 from rescue_train.data.splits import LeakageError, SplitManifest, make_manifest
 from rescue_train.provenance import config_hash, git_commit, versions
-from rescue_train.scoring.metrics import SCOPES, aggregate, table5_row, task_labels
+from rescue_train.io import read_records
+from rescue_train.scoring.metrics import RECORD_FIELDS, SCOPES, aggregate, table5_row, task_labels
 from rescue_train.settings import meaning
 from rescue_train.tasks import TASKS, build
 
 from .registry import BASELINES
 
 SPLITS = ("kfold", "leave_one_unit_out")
-RECORD_KEYS = ("task", "scenario", "gold", "prediction")
 
 
 @dataclass
@@ -34,7 +33,7 @@ class BaselineData(DataConfig):
         "kfold: fit on the training folds, predict each test fold | leave_one_unit_out: fit on every other unit, "
         "predict the held-out one (every instance predicted, as the paper's whole-benchmark evaluation)"))
     test_fold: Optional[int] = field(default=None, metadata=meaning(
-        "kfold: score only this test fold (beside a model trained on that split); null: every fold"))
+        "kfold: score only this test fold (beside a model trained on that split); null: every fold", low=0))
 
 
 @dataclass
@@ -46,7 +45,7 @@ class RunConfig:
     bertscore: Optional[str] = field(default=None, metadata=meaning(
         "a local model folder for BERTScore on ER/VP/RSG (left out when not given)"))
     bertscore_layers: Optional[int] = field(default=None, metadata=meaning(
-        "the layer bert-score reads (needed with a folder)"))
+        "the layer bert-score reads (needed with a folder)", low=1))
     judge_model: Optional[str] = field(default=None, metadata=meaning(
         "judge the ER/VP/RSG predictions with this model of an OpenAI-compatible server (the evaluator's rubrics; "
         "the key comes from $OPENAI_API_KEY)"))
@@ -199,41 +198,24 @@ def run(config: RunConfig) -> tuple[dict[str, Any], dict[str, list[dict]]]:
     return results, records
 
 
-def read_jsonl(file: Path, required: Sequence[str]) -> list[dict]:
-    rows = []
-    for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{file}:{number}: invalid JSON ({exc.msg})") from None
-        missing = [k for k in required if not isinstance(row, dict) or k not in row]
-        if missing:
-            raise ValueError(f"{file}:{number}: {'prediction record' if 'task' in required else 'score line'} "
-                             f"lacks {', '.join(missing)}")
-        rows.append(row)
-    return rows
-
-
 def load_records(path: str | Path) -> list[dict]:
     """Prediction records from a .jsonl file, or from every ``predictions.jsonl`` under a folder (an
     evaluation run's layout), with the ``{id, score: value}`` lines of a ``scores.jsonl`` beside it merged
     into each record's ``scores``."""
     path = Path(path)
     if path.is_file():
-        return read_jsonl(path, RECORD_KEYS)
+        return read_records(path, RECORD_FIELDS, "a prediction record")
     files = sorted(path.rglob("predictions.jsonl")) if path.is_dir() else []
     if not files:
         raise FileNotFoundError(f"{path}: expected a .jsonl file of prediction records or a folder holding "
                                 f"predictions.jsonl files")
     records = []
     for file in files:
-        chosen = read_jsonl(file, RECORD_KEYS)
+        chosen = read_records(file, RECORD_FIELDS, "a prediction record")
         scores_file = file.with_name("scores.jsonl")
         if scores_file.is_file():
             by_id = {r["id"]: r for r in chosen if "id" in r}
-            for line in read_jsonl(scores_file, ("id",)):
+            for line in read_records(scores_file, {"id": str}, "a score line"):
                 if line["id"] in by_id:
                     by_id[line["id"]].setdefault("scores", {}).update({k: v for k, v in line.items() if k != "id"})
         records.extend(chosen)

@@ -29,13 +29,13 @@ from .chat import TEMPLATE_KWARGS
 from .data import load_benchmark
 from .data.config import DataConfig
 from .data.splits import SplitManifest, assign_units, check_leakage, load_or_make_manifest
-from .io import complete_or_absent, write_json_atomic
+from .io import check_owner, complete_or_absent, write_json_atomic
 from .provenance import versions
 from .settings import meaning
 from .tasks import TASKS, Instance, build, get_task, render
 
 SPLIT_ORDER = ("train", "validation", "test")
-KEEPS = ("convert_meta.json", "split_manifest.json")  # what marks a folder as convert's own
+KEEPS = ("convert_meta.json", "split_manifest.json")  # what marks a folder convert made before folder markers
 
 
 @dataclass
@@ -102,15 +102,13 @@ def convert(config: ConvertConfig) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"tasks: unknown task {unknown[0]!r}; expected some of {', '.join(TASKS)}")
     out = Path(config.output_dir)
-    if out.is_dir() and any(out.iterdir()) and not any((out / name).is_file() for name in KEEPS):
-        # The folder is replaced as a whole at the end: never take over one that holds something else.
-        raise ValueError(f"{out}: a folder that is neither empty nor a `rescue-train convert` output (no "
-                         f"{' or '.join(KEEPS)}); choose a new or empty folder for --output-dir")
+    if out.exists():  # the folder is replaced as a whole at the end: never take over one that holds something else
+        check_owner(out, "convert", KEEPS)
     bench = load_benchmark(data.source)
     kept_manifest = out / "split_manifest.json"
     if kept_manifest.exists() and not data.manifest:  # checked in place first, so a mismatch names the user's file
         load_or_make_manifest(bench.samples, kept_manifest, data.split, data.folds, data.split_seed)
-    with complete_or_absent(config.output_dir) as out:
+    with complete_or_absent(config.output_dir, "convert", KEEPS) as out:
         return _write(config, bench, out)
 
 

@@ -12,6 +12,8 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
+from .io import read_json
+
 DATASET_NAME = "RESCUE-Bench"
 LICENCE_NOTE = ("RESCUE-Bench is released for research use only. This model was trained on it: use it for "
                 "research, and check the base model's own licence before any other use.")
@@ -136,7 +138,7 @@ def write_model_card(run_dir: str | Path, eval_results: Sequence[dict[str, Any]]
     from huggingface_hub import ModelCard, ModelCardData
 
     run_dir = Path(run_dir)
-    prov = json.loads((run_dir / "provenance.json").read_text(encoding="utf-8"))
+    prov = read_json(run_dir / "provenance.json", {"kind": str}, "a training run's provenance")
     is_lora = prov.get("kind") == "lora_sft"
     title, facts, usage = (_lora_facts if is_lora else _classifier_facts)(prov)
     results = list(eval_results)
@@ -144,7 +146,7 @@ def write_model_card(run_dir: str | Path, eval_results: Sequence[dict[str, Any]]
         # A classifier run evaluated its own test fold; shown through the same table as eval results.
         from .scoring.metrics import table5_row
 
-        aggregates = {prov["task"]: json.loads((run_dir / "metrics.json").read_text(encoding="utf-8"))}
+        aggregates = {prov["task"]: read_json(run_dir / "metrics.json", {}, "a classifier run's metrics")}
         results = [{"label": "the run's own test-fold predictions",
                     "split": {"scheme": "kfold", "test_fold": prov.get("test_fold")},
                     "table5": {s: table5_row(aggregates, s) for s in ("couple", "family", "both")
@@ -170,4 +172,4 @@ def read_results(path: str) -> list[dict[str, Any]]:
     files = [target] if target.is_file() else sorted(target.rglob("results.json"))
     if not files:
         raise FileNotFoundError(f"no results.json in {target}")
-    return [json.loads(f.read_text(encoding="utf-8")) for f in files]
+    return [read_json(f, {"table5": dict}, "an evaluation results file") for f in files]

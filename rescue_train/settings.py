@@ -25,9 +25,56 @@ class ConfigError(ValueError):
     """A bad setting; the message names the key."""
 
 
-def meaning(help_text: str, **extra: Any) -> dict[str, Any]:
-    """Field metadata: ``field(default=..., metadata=meaning("one line"))``."""
+@dataclasses.dataclass(frozen=True)
+class Range:
+    """The values a numeric key takes: ``low``/``high`` inclusive, ``above``/``below`` exclusive bounds, ``also``
+    values outside them that mean something (``max_steps=-1``: train by epochs)."""
+
+    low: float | None = None
+    high: float | None = None
+    above: float | None = None
+    below: float | None = None
+    also: tuple = ()
+
+    def admits(self, value: float) -> bool:
+        return value in self.also or all(bound is None or holds for bound, holds in (
+            (self.low, self.low is not None and value >= self.low), (self.high, self.high is not None and value <= self.high),
+            (self.above, self.above is not None and value > self.above),
+            (self.below, self.below is not None and value < self.below)))
+
+    def __str__(self) -> str:
+        bounds = [f"{sign} {bound:g}" for sign, bound in ((">=", self.low), (">", self.above), ("<=", self.high),
+                                                           ("<", self.below)) if bound is not None]
+        return " or ".join([*(f"{v:g}" for v in self.also), " and ".join(bounds)])
+
+
+def meaning(help_text: str, *, low: float | None = None, high: float | None = None, above: float | None = None,
+            below: float | None = None, also: Sequence[float] = (), **extra: Any) -> dict[str, Any]:
+    """Field metadata: ``field(default=..., metadata=meaning("one line", low=1))``. A numeric key says its range
+    (``low``/``high`` inclusive, ``above``/``below`` exclusive, ``also``: values beyond them that mean something);
+    ``load`` checks it before any work and ``--help`` shows it."""
+    if (low, high, above, below) != (None,) * 4:
+        extra["range"] = Range(low, high, above, below, tuple(also))
     return {"help": help_text, **extra}
+
+
+def check_ranges(schema: type, tree: Mapping[str, Any], prefix: str = "") -> None:
+    """Every numeric key of ``tree`` (a schema's values, nested sections included) within its range, before the
+    schema's own checks run; a list key's range applies to each element."""
+    hints = _hints(schema)
+    for f in dataclasses.fields(schema):
+        value = tree.get(f.name)
+        kind = _unwrap(hints[f.name])
+        if isinstance(kind, type) and dataclasses.is_dataclass(kind):
+            if isinstance(value, Mapping):
+                check_ranges(kind, value, f"{prefix}{f.name}.")
+            continue
+        bounds = f.metadata.get("range")
+        if bounds is None or value is None:
+            continue
+        for item in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(item, (int, float)) and not isinstance(item, bool) and not bounds.admits(item):
+                raise ConfigError(f"{prefix}{f.name}={value}: expected {bounds}")
 
 
 # ------------------------------------------------------------------------------------------ schema walking
@@ -156,6 +203,7 @@ def load(schema: type, layers: Sequence[Any], what: str):
             plain = layer if isinstance(layer, Mapping) else OmegaConf.to_container(layer)
             check_keys(schema, flatten(plain).keys(), what)
             merged = OmegaConf.merge(merged, layer)
+        check_ranges(schema, OmegaConf.to_container(merged))
         return OmegaConf.to_object(merged)
     except OmegaConfBaseException as exc:
         raise friendly(exc, schema, what) from None
@@ -197,6 +245,8 @@ def describe(schema: type, prefix: str = "", skip: Sequence[str] = (), instance:
         shown = "null" if default is None else str(default).lower() if isinstance(default, bool) else repr(default) \
             if isinstance(default, str) else str(default)
         text = f.metadata.get("help", "")
+        if "range" in f.metadata:
+            text = f"{text} [{f.metadata['range']}]".lstrip()
         lines.append(f"  {key:<30} {type_name(tp):<12} = {shown:<12} {text}".rstrip())
     return lines
 

@@ -2,14 +2,14 @@
 
     python scripts/bench_peers.py                          # SmolLM2-135M-Instruct on CPU: ours vs lm-eval-harness
     python scripts/bench_peers.py --model tiny --per-task 4        # a quick look with the random tiny model
-    .venv-vllm/bin/python scripts/bench_peers.py --vllm    # also our hf backend vs our vllm backend
+    python scripts/bench_peers.py --vllm                   # also our hf backend vs our vllm backend
 
 Closed-set instances (ITP, RPP, STP, SSP; ``--per-task`` each) are scored two ways over exactly the same
 strings: our rank protocol (``HFBackend.loglikelihood``: each prompt once, candidates from its KV cache) and
 lm-evaluation-harness's ``HFLM.loglikelihood`` (one context+continuation sequence per candidate), both
 float32 on CPU with the model loaded beforehand. Prints seconds per instance, the speed ratio (target: ours
 at least 4.5x faster) and the share of instances whose top-ranked candidate agrees (target: 100%).
-With ``--vllm`` (in the vLLM environment) our vllm backend runs the same rank requests and generation
+With ``--vllm`` our vllm backend runs the same rank requests and generation
 with the sft prompts, beside our hf backend.
 """
 

@@ -20,10 +20,11 @@ one step's memory is the driver's again when the next starts:
    (conversion, class weights, evaluation every few steps, adapter) on the Qwen2.5-7B shape saved to disk
    (its vocabulary cut to the tokenizer's, so generated ids decode). Its adapter serves step 3.
 3. ``eval``: the closed-set tasks (ITP, RPP, STP, SSP) with the step-2 adapter, protocols rank and sft, in one
-   process on the hf backend, then in another on vLLM (in ``--vllm-python`` when vLLM is not importable
-   here), whose ``gpu_memory_utilization`` is set from the memory free when it starts. Both generate with
-   the same budget: unconstrained greedy decoding, the tasks' 16 new tokens (a random model rarely stops
-   sooner). Instances/s and the vLLM/HF ratios.
+   process on the hf backend, then in another on vLLM, whose ``gpu_memory_utilization`` is set from the memory
+   free when it starts. vLLM is in .venv (``bash scripts/setup.sh``); ``--vllm-python`` names another
+   environment's python when it is not importable here; without vLLM (or with ``--vllm-python none``), hf
+   only. Both generate with the same budget: unconstrained greedy decoding, the tasks' 16 new tokens (a random
+   model rarely stops sooner). Instances/s and the vLLM/HF ratios.
 4. ``qlora``: the recipe with ``model.quantization=4bit``, when CUDA and bitsandbytes are present.
 5. ``ddp``: the recipe under ``accelerate launch`` with two processes on two visible GPUs (on two CPU
    processes in the smoke).
@@ -484,7 +485,10 @@ def run_step(args) -> int:
 # ------------------------------------------------------------------------------------------- the driver
 
 def vllm_python(args) -> str | None:
-    """The interpreter that has vLLM: this one, else ``--vllm-python`` if it exists."""
+    """The interpreter that has vLLM: none with ``--vllm-python none``; else this one, else ``--vllm-python`` if it
+    exists."""
+    if args.vllm_python == "none":
+        return None
     if importlib.util.find_spec("vllm") is not None:
         return sys.executable
     return args.vllm_python if args.vllm_python and Path(args.vllm_python).exists() else None
@@ -603,7 +607,8 @@ def run_check(args) -> int:
         if name == "eval" and "figures" in entry:
             entry["figures"].update(eval_ratios(entry["figures"]))
             if vllm_python(args) is None:
-                entry["figures"]["vllm"] = "not installed here (pass --vllm-python)"
+                entry["figures"]["vllm"] = ("not run (--vllm-python none)" if args.vllm_python == "none"
+                                            else "not installed here (pass --vllm-python)")
         entry.update(status=status, seconds=round(time.perf_counter() - step_started, 1))
         write_report(path, report)
         print(f"[gpu_check] {name}: {status} in {entry['seconds']} s", flush=True)
@@ -621,8 +626,9 @@ def main() -> int:
     parser.add_argument("--work", type=Path, default=None,
                         help="models, data and runs (default OUT/work; tens of GB on a GPU)")
     parser.add_argument("--steps", default=",".join(STEPS))
-    parser.add_argument("--vllm-python", default=str(ROOT / ".venv-vllm" / "bin" / "python"),
-                        help="the python of the vLLM environment, used when vLLM is not importable here")
+    parser.add_argument("--vllm-python", default=None,
+                        help="a python whose environment has vLLM, used when vLLM is not importable here "
+                             "(none: the hf backend only)")
     parser.add_argument("--peak-tflops", type=float, default=989.0,
                         help="the GPU's peak dense bf16 TFLOP/s (H100/H200 SXM datasheet: 989)")
     parser.add_argument("--eval-limit", type=int, default=None, help="instances per closed-set task (64; smoke 2)")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fetch the wheels of scripts/gpu_check_wheels.txt into .whl/ (ignored by git) for the device tool's GPU
 # machine: its Python is 3.12 on x86-64, it has no network, and every call carries .whl (docs/training.md).
-# Packages published only as a source archive (antlr4-python3-runtime, pure Python) are built into wheels here.
+# A package published only as a source archive (pure Python) is built into a wheel here.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Set up both environments and run the whole test suite: everything in .venv, then the vLLM tests in .venv-vllm.
+# Set up .venv (training and vLLM in one environment) and the local SLURM cluster, then lint and run the whole suite.
+# Arguments go to pytest (e.g. `bash scripts/test.sh tests/test_executor.py -x`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-bash scripts/setup_vllm.sh
+bash scripts/slurm_local.sh  # needs root and apt-get; elsewhere the SLURM tests skip and say why
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE=1
 export RESCUE_TRAIN_CACHE="${RESCUE_TRAIN_CACHE:-$PWD/.cache/rescue_train}"
 .venv/bin/ruff check .   # lint settings: [tool.ruff] in pyproject.toml
-.venv/bin/python -m pytest -q -m "not vllm" "$@"
-.venv-vllm/bin/python -m pytest -q -m vllm "$@"
+.venv/bin/python -m pytest -q "$@"

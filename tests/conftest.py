@@ -30,3 +30,15 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def slurm() -> list[str]:
+    """The ``launch.*`` overrides that send runs to the local one-node SLURM cluster (tests/slurm_helpers.py), or a
+    skip naming why there is none."""
+    from slurm_helpers import overrides, skip_reason
+
+    reason = skip_reason()
+    if reason:
+        pytest.skip(reason)
+    return overrides()

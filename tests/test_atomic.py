@@ -12,6 +12,8 @@ import pytest
 
 from rescue_train.io import append_jsonl, complete_or_absent, read_jsonl
 
+MARKED = b'{\n  "format": "rescue-train/output-folder/v1",\n  "command": "convert"\n}\n'  # what convert made
+
 
 def tree(folder: Path) -> dict[str, bytes]:
     """Every file under ``folder`` by relative path, with its bytes (datasets' cache files excepted)."""
@@ -73,14 +75,14 @@ def test_a_killed_reconversion_keeps_the_previous_complete_folder(tmp_path, clea
 
 def test_a_failing_writer_leaves_the_old_folder_untouched(tmp_path):
     final = tmp_path / "out"
-    with complete_or_absent(final) as folder:
+    with complete_or_absent(final, "convert") as folder:
         (folder / "a.txt").write_text("first")
     with pytest.raises(RuntimeError, match="disk full"):
-        with complete_or_absent(final) as folder:
+        with complete_or_absent(final, "convert") as folder:
             (folder / "a.txt").unlink()
             (folder / "a.txt").write_text("second")
             raise RuntimeError("disk full")
-    assert tree(final) == {"a.txt": b"first"} and partials(final) == []
+    assert tree(final) == {".rescue-train.json": MARKED, "a.txt": b"first"} and partials(final) == []
 
 
 def test_convert_never_takes_over_a_folder_holding_something_else(tmp_path):
@@ -89,15 +91,15 @@ def test_convert_never_takes_over_a_folder_holding_something_else(tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(ValueError) as info:
         convert(ConvertConfig(output_dir=str(tmp_path), tasks=["itp"]))
-    assert str(info.value) == (f"{tmp_path}: a folder that is neither empty nor a `rescue-train convert` output (no "
-                               f"convert_meta.json or split_manifest.json); choose a new or empty folder for --output-dir")
+    assert str(info.value) == (f"{tmp_path}: not empty and not made by `rescue-train convert` (it holds notes.txt); "
+                               "choose a new or empty folder for output_dir")
     assert tree(tmp_path) == {"notes.txt": b"mine"}
 
 
 def test_an_output_path_that_is_a_file_is_refused(tmp_path):
     (tmp_path / "out").write_text("keep me")
     with pytest.raises(ValueError, match="exists and is not a folder"):
-        with complete_or_absent(tmp_path / "out"):
+        with complete_or_absent(tmp_path / "out", "convert"):
             pass
     assert (tmp_path / "out").read_text() == "keep me"
 
@@ -122,7 +124,7 @@ def test_a_killed_training_run_is_refused_until_it_is_resumed(tmp_path):
     run_dir = tmp_path / "run"
     args = [sys.executable, "-m", "rescue_train", "train", "recipe=ssp_lora", "model=tiny", "train.batch_size=2",
             "train.grad_accum=1", "train.eval_steps=2", "train.report_to=[none]", f"output_dir={run_dir}"]
-    kill_when([*args, "train.max_steps=400"],
+    kill_when([*args, "train.max_steps=8"],
               lambda: (run_dir / "checkpoints" / "checkpoint-2" / "adapter_config.json").exists())
     refusal = (f"{run_dir}: this training run did not finish (provenance.json says status 'running': it was "
                f"killed, or is still going); rerun the same train command to resume it")
@@ -132,7 +134,7 @@ def test_a_killed_training_run_is_refused_until_it_is_resumed(tmp_path):
     merged = subprocess.run([sys.executable, "-m", "rescue_train", "merge", str(run_dir)], capture_output=True,
                             text=True)
     assert (merged.returncode, merged.stderr) == (2, f"rescue-train merge: error: {refusal}\n")
-    resumed = subprocess.run([*args, "train.max_steps=4"], capture_output=True, text=True)
+    resumed = subprocess.run([*args, "train.max_steps=8"], capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert find_adapter(run_dir)[0] == run_dir / "adapter"
 

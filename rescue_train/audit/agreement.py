@@ -20,6 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from ..io import check_record, iter_jsonl
 from .criteria import CRITERIA
 from .runner import RESULTS_FORMAT
 from .stats import sentence_values
@@ -42,10 +43,12 @@ def read_results(path: str | Path) -> dict[str, Any] | None:
 
 
 def _rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    text = path.read_text(encoding="utf-8")
     if path.suffix == ".jsonl":
-        return [(i, json.loads(line)) for i, line in enumerate(text.splitlines(), start=1) if line.strip()]
-    return list(enumerate(csv.DictReader(text.splitlines()), start=2))
+        rows = list(iter_jsonl(path))
+        for number, row in rows:
+            check_record(row, {}, f"{path}:{number}", "a row of human labels")
+        return rows
+    return list(enumerate(csv.DictReader(path.read_text(encoding="utf-8").splitlines()), start=2))
 
 
 def _presence(value: Any, where: str, column: str) -> int:

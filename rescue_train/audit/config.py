@@ -32,9 +32,9 @@ class AuditConfig(ApiOptions, EngineOptions):
     model: Optional[str] = field(default=None, metadata=meaning(
         "a local path, a hub name, 'tiny', or the served/API model name"))
     tokenizer: Optional[str] = field(default=None, metadata=meaning("default: the model's"))
-    batch_size: int = field(default=8, metadata=meaning("prompts per generation batch (hf)"))
+    batch_size: int = field(default=8, metadata=meaning("prompts per generation batch (hf)", low=1))
     max_new_tokens: Optional[int] = field(default=None, metadata=meaning(
-        "default 256, 4096 when the judge reasons (as eval's judge)"))
+        "default 256, 4096 when the judge reasons (as eval's judge)", low=1))
     constrained: bool = field(default=True, metadata=meaning(
         "JSON-schema outputs where the backend has them (vllm; openai: see structured)"))
     # What is audited.
@@ -45,20 +45,20 @@ class AuditConfig(ApiOptions, EngineOptions):
         "auto: RELATE's five, our referent gate, and our exploratory pair on multi-party turns; relate: the five, "
         "as published; or a list of keys"))
     context: int = field(default=-1, metadata=meaning(
-        "rows/messages of prior dialogue shown to the judge: -1 all (as RELATE), k the last k"))
+        "rows/messages of prior dialogue shown to the judge: -1 all (as RELATE), k the last k", low=-1))
     data: AuditData = field(default_factory=AuditData)
     reference_rows: str = field(default="all", metadata=meaning(
         "all therapist turns, or matched: only the rows the audited models answered"))
-    limit: Optional[int] = field(default=None, metadata=meaning("at most this many turns per INPUT"))
+    limit: Optional[int] = field(default=None, metadata=meaning("at most this many turns per INPUT", low=1))
     # Statistics and output.
     bootstrap: int = field(default=10000, metadata=meaning(
         "bootstrap resamples of split units (couples, families; a dialogue file's dialogues) for the CIs and "
-        "comparisons"))
-    seed: int = field(default=BOOTSTRAP_SEED, metadata=meaning("seed of the bootstrap"))
+        "comparisons", low=100))
+    seed: int = field(default=BOOTSTRAP_SEED, metadata=meaning("seed of the bootstrap", low=0))
     output_dir: str = field(default="runs/audit", metadata=meaning("labels, results, report and plots"))
     overwrite: bool = field(default=False, metadata=meaning(
         "start over when the output holds labels of another judge configuration"))
-    chunk: int = field(default=256, metadata=meaning("requests per resumable step"))
+    chunk: int = field(default=256, metadata=meaning("requests per resumable step", low=1))
     plots: bool = field(default=True, metadata=meaning("write rates.png, composition.png, trajectories.png"))
     progress: bool = field(default=True, metadata=meaning("progress bars"))
     dry_run: bool = field(default=False, metadata=meaning(
@@ -109,12 +109,6 @@ def validate(cfg: AuditConfig) -> None:
         listed = as_list(cfg.criteria)
         if not listed or any(k not in CRITERIA for k in listed):
             raise ValueError(f"criteria must be auto, relate, or a list of {', '.join(CRITERIA)}; got {cfg.criteria!r}")
-    if cfg.limit is not None and cfg.limit < 1:
-        raise ValueError(f"limit must be a positive count of turns, got {cfg.limit}")
-    if cfg.max_new_tokens is not None and cfg.max_new_tokens < 1:
-        raise ValueError(f"max_new_tokens must be a positive count, got {cfg.max_new_tokens}")
-    if cfg.bootstrap < 100:
-        raise ValueError(f"bootstrap must be at least 100 resamples, got {cfg.bootstrap}")
 
 
 def answer_budget(cfg: AuditConfig) -> int:

@@ -256,11 +256,11 @@ def parse_answer(text: str | None) -> dict[str, Any]:
 
 
 def label_answer(answer: Completion) -> dict[str, Any]:
-    """The label of one judge answer, as :func:`parse_answer`; a refused or cut-short answer is a PARSE_FAIL
+    """The label of one judge answer, as :func:`parse_answer`; a refused, empty or cut-short answer is a PARSE_FAIL
     that says so (as eval's judge verdicts)."""
-    if answer.refusal:
+    if answer.refusal or answer.empty:
         return {"label": PARSE_FAIL, "span": None, "referent": None, "reason": None,
-                "error": f"refused: {answer.refusal}"}
+                "error": f"refused: {answer.refusal}" if answer.refusal else "empty"}
     parsed = parse_answer(answer.text)
     if parsed["label"] == PARSE_FAIL and (answer.finish_reason == "length" or unfinished_reasoning(answer.text)):
         parsed["error"] = "truncated"

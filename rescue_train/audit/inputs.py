@@ -19,7 +19,6 @@ dialogue.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,8 +26,11 @@ from typing import Any
 from ..data import load_benchmark
 from ..data.schema import Sample
 from ..data.splits import assign_units
+from ..io import check_record, iter_jsonl, read_json
 
 REFERENCE = "reference"
+# What an audited prediction record of an eval results file must hold (the turn's place and its text).
+AUDITED_FIELDS = {"id": str, "task": str, "sample_id": str, "row_index": int, "prediction": object}
 
 
 @dataclass
@@ -85,14 +87,8 @@ def load_dialogues(path: Path, label: str | None = None) -> tuple[list[Turn], di
     turns = []
     system_default = label or path.stem
     seen: dict[tuple[str, str], int] = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
+    for number, record in iter_jsonl(path):
         where = f"{path}:{number}"
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{where}: not JSON ({exc.msg})") from None
         if not isinstance(record, dict) or not isinstance(record.get("messages"), list):
             raise ValueError(f"{where}: expected an object with a 'messages' list")
         dialogue_id = str(record.get("id", record.get("dialogue_id", f"{path.stem}:{number}")))
@@ -149,9 +145,9 @@ def load_eval_results(path: Path) -> tuple[list[Turn], list[dict[str, Any]], lis
     turns, sources, skipped = [], [], []
     benches: dict[str, Any] = {}
     for file in files:
-        results = json.loads(file.read_text(encoding="utf-8"))
-        if "records" not in results or "config" not in results:
-            raise ValueError(f"{file}: not an evaluation results file (no records/config)")
+        results = read_json(file, {"records": list, "config": dict}, "an evaluation results file")
+        for number, record in enumerate(results["records"]):
+            check_record(record, {"task": str}, f"{file}: records[{number}]", "a prediction record")
         data = results["config"].get("data") or {}
         data = data.get("source", "bundled") if isinstance(data, dict) else data  # a plain path before data.*
         if data not in benches:
@@ -173,9 +169,10 @@ def load_eval_results(path: Path) -> tuple[list[Turn], list[dict[str, Any]], lis
             raise ValueError(f"{file}: no task with turns of text as predictions (tasks: {', '.join(tasks)}); "
                              "audit the results of a next-turn task such as rsg")
         count = 0
-        for record in results["records"]:
+        for number, record in enumerate(results["records"]):
             if record.get("task") not in audited:
                 continue
+            check_record(record, AUDITED_FIELDS, f"{file}: records[{number}]", "a prediction record")
             origin = f"{file}: record {record.get('id')!r}"
             if record.get("parse_status", "ok") != "ok":
                 skipped.append({"system": system, "id": record.get("id"), "reason": "the prediction did not parse"})

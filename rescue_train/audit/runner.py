@@ -2,7 +2,8 @@
 
 The output folder holds ``run.json`` (the judge's identity), ``judge.json`` (the backend's description),
 ``labels.jsonl`` (one line per answered request, keyed by the hash of the exact prompt, appended and fsynced
-chunk by chunk), ``results.json``, ``report.md`` and the plots. A killed audit resumes without asking again; a later audit into the same folder (another model,
+as each answer arrives), ``results.json``, ``report.md`` and the plots. A killed audit resumes without asking
+again for any answer that came back; a later audit into the same folder (another model,
 the reference turns again) reuses every answer whose prompt it has seen: the cache. A folder whose labels came
 from another judge is refused unless ``overwrite=true``.
 
@@ -14,14 +15,14 @@ message, then the dialogue), so a prefix cache (vLLM's, or an API's) serves each
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from ..inference import BackendError, Completion, as_completion
-from ..io import append_jsonl, read_jsonl, write_json_atomic
+from ..inference import Arrivals, BackendError, Completion, as_completion
+from ..inference.factory import check_model
+from ..io import append_jsonl, output_folder, read_json, read_jsonl, write_json_atomic
 from ..provenance import config_hash, git_commit, versions
 from .config import AuditConfig, answer_budget, chosen_criteria, judge_identity, make_judge
 from .criteria import EXPLORATORY_KEYS, PARSE_FAIL, answer_schema, family, label_answer, messages, prompt_key
@@ -32,6 +33,8 @@ RESULTS_FORMAT = "rescue-train/audit-results/v1"
 BOOTSTRAP_UNIT = ("split unit: the couple or family of benchmark turns (reference, eval results), the dialogue of a "
                   "dialogue file")
 CHARS_PER_TOKEN = 4  # rough English average, for the dry-run estimate only
+LABEL_FIELDS = {"key": str, "criterion": str, "label": str}  # what a labels.jsonl line must hold to be reused
+AUDIT_FILES = ("run.json", "labels.jsonl")  # what marks an audit folder made before folder markers
 
 
 @dataclass
@@ -83,7 +86,7 @@ class LabelStore:
         self.path = folder / "labels.jsonl"
         run_file = folder / "run.json"
         if run_file.exists():
-            known = json.loads(run_file.read_text())
+            known = read_json(run_file, {"judge_hash": str}, "an audit's run.json")
             if known.get("judge_hash") != identity_hash:
                 if not overwrite:
                     raise ValueError(f"{folder} holds labels from another judge configuration (hash "
@@ -91,7 +94,7 @@ class LabelStore:
                                      "start over, or choose another output_dir=")
                 self.path.unlink(missing_ok=True)
         self.identity_hash = identity_hash
-        self.answers = {line["key"]: line for line in read_jsonl(self.path)}
+        self.answers = {line["key"]: line for line in read_jsonl(self.path, LABEL_FIELDS, "an audit label")}
 
     def open(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -126,7 +129,8 @@ def ask(store: LabelStore, requests: list[Request], sentences: list[dict[str, An
     saved = store.folder / "judge.json"
     todo = list({r.key: r for r in requests if r.key not in store.answers}.values())
     if not todo:
-        return json.loads(saved.read_text()) if saved.exists() else {"backend": cfg.backend, "model": cfg.model}
+        return read_json(saved, {"backend": str}, "a judge description") if saved.exists() \
+            else {"backend": cfg.backend, "model": cfg.model}
     from tqdm.auto import tqdm
 
     owned = backend is None
@@ -137,17 +141,22 @@ def ask(store: LabelStore, requests: list[Request], sentences: list[dict[str, An
         with tqdm(total=len(todo), desc="audit: judge", unit="call", disable=not cfg.progress) as bar:
             for start in range(0, len(todo), cfg.chunk):
                 part = todo[start:start + cfg.chunk]
+
+                def arrived(answers, part=part) -> None:  # on disk as they arrive: a kill re-asks none of them
+                    store.add(label_lines([part[k] for k, _ in answers], [answer for _, answer in answers]))
+                    bar.update(len(answers))
+
+                arrivals = Arrivals(arrived)
                 try:
                     constraints = [{"json": answer_schema(r.criterion)} if cfg.constrained else None for r in part]
                     answers = backend.generate([r.prompt for r in part], max_new_tokens=[budget] * len(part),
-                                               constraints=constraints)
+                                               constraints=constraints, on_answers=arrivals)
                 except BackendError as stop:
-                    store.add(label_lines(part, stop.partial))
+                    arrivals.rest(stop.partial)
                     if stop.index is not None:
                         stop.where = "judging " + describe_request(part[stop.index], sentences)
                     raise
-                store.add(label_lines(part, answers))
-                bar.update(len(part))
+                arrivals.rest(answers)
         return backend.describe()
     finally:
         if owned:
@@ -183,14 +192,17 @@ def attach_labels(sentences: list[dict[str, Any]], requests: list[Request], stor
         sentences[r.sentence]["labels"][r.criterion] = label
 
 
-def run(inputs: list[str], cfg: AuditConfig, *, backend=None) -> dict[str, Any]:
-    """Audit ``inputs``; returns the results document (or, with ``dry_run``, the plan's counts)."""
+def run(inputs: list[str], cfg: AuditConfig, *, backend=None,
+        on_results: Callable[[dict[str, Any]], Any] | None = None) -> dict[str, Any]:
+    """Audit ``inputs``; returns the results document (or, with ``dry_run``, the plan's counts). ``on_results``
+    is called with the results while the output folder is still this audit's alone (the command writes its
+    report there)."""
     loaded: Loaded = load_inputs(inputs, data=cfg.data.source, reference_rows=cfg.reference_rows, limit=cfg.limit)
     sentences, requests = plan(loaded.turns, cfg)
-    identity = judge_identity(cfg)
+    identity_hash = config_hash(judge_identity(cfg))
     folder = Path(cfg.output_dir)
-    store = LabelStore(folder, config_hash(identity), cfg.overwrite)
     if cfg.dry_run:
+        store = LabelStore(folder, identity_hash, cfg.overwrite)
         per_system: dict[str, dict[str, int]] = {}
         for s in sentences:
             counts = per_system.setdefault(s["system"], {"turns": 0, "sentences": 0, "requests": 0})
@@ -199,6 +211,25 @@ def run(inputs: list[str], cfg: AuditConfig, *, backend=None) -> dict[str, Any]:
             counts["turns"] += s["sentence_id"] == 1
         return {"dry_run": True, "systems": per_system, "sentences": sentences, "skipped": loaded.skipped,
                 **estimate(requests, store, answer_budget(cfg))}
+    if backend is None:  # the judge this run will start: checked before anything is written
+        from ..inference import ApiOptions
+        from ..inference.factory import backend_problems
+        from ..inference.options import pick
+
+        found = backend_problems(cfg.backend, pick(ApiOptions, cfg))
+        if found:
+            raise ValueError("; ".join(found))
+        if cfg.backend != "openai":  # a typo leaves no folder behind
+            check_model(cfg.model, "model")
+    with output_folder(folder, "audit", AUDIT_FILES):  # the labels are read once no other audit writes them
+        results = _audit(LabelStore(folder, identity_hash, cfg.overwrite), loaded, sentences, requests, cfg, backend)
+        if on_results is not None:
+            on_results(results)
+        return results
+
+
+def _audit(store: LabelStore, loaded: Loaded, sentences: list[dict[str, Any]], requests: list[Request],
+           cfg: AuditConfig, backend) -> dict[str, Any]:
     store.open()
     described = ask(store, requests, sentences, cfg, backend)
     attach_labels(sentences, requests, store)
@@ -219,5 +250,5 @@ def run(inputs: list[str], cfg: AuditConfig, *, backend=None) -> dict[str, Any]:
         "analysis": analyse(sentences, cfg.bootstrap, cfg.seed),
         "sentences": sentences,
     }
-    write_json_atomic(folder / "results.json", results)
+    write_json_atomic(store.folder / "results.json", results)
     return results

@@ -124,23 +124,23 @@ def training_indices(strategy: Strategy, y: np.ndarray, n_draws: int, seed: int)
 class TorchSettings:
     model: str = field(default="tiny-bert", metadata=meaning("tiny-bert, tiny, a local folder or a hub id"))
     max_length: int = field(default=512, metadata=meaning(
-        "tokens; longer inputs lose their oldest context (left truncation)"))
-    steps: int = field(default=200, metadata=meaning("optimiser steps"))
-    batch_size: int = field(default=16, metadata=meaning("training batch"))
-    eval_batch_size: int = field(default=64, metadata=meaning("prediction batch"))
-    lr: float = field(default=5e-4, metadata=meaning("learning rate"))
-    weight_decay: float = field(default=0.0, metadata=meaning("AdamW weight decay"))
-    warmup_steps: int = field(default=0, metadata=meaning("linear warm-up steps"))
+        "tokens; longer inputs lose their oldest context (left truncation)", low=1))
+    steps: int = field(default=200, metadata=meaning("optimiser steps", low=1))
+    batch_size: int = field(default=16, metadata=meaning("training batch", low=1))
+    eval_batch_size: int = field(default=64, metadata=meaning("prediction batch", low=1))
+    lr: float = field(default=5e-4, metadata=meaning("learning rate", above=0))
+    weight_decay: float = field(default=0.0, metadata=meaning("AdamW weight decay", low=0))
+    warmup_steps: int = field(default=0, metadata=meaning("linear warm-up steps", low=0))
     lora: bool = field(default=False, metadata=meaning("train a LoRA adapter (and the head) instead of every weight"))
-    lora_r: int = field(default=8, metadata=meaning("LoRA rank"))
-    lora_alpha: int = field(default=16, metadata=meaning("LoRA scaling alpha"))
-    lora_dropout: float = field(default=0.0, metadata=meaning("LoRA dropout"))
+    lora_r: int = field(default=8, metadata=meaning("LoRA rank", low=1))
+    lora_alpha: int = field(default=16, metadata=meaning("LoRA scaling alpha", low=1))
+    lora_dropout: float = field(default=0.0, metadata=meaning("LoRA dropout", low=0, below=1))
     bf16: bool = field(default=False, metadata=meaning(
         "bf16 autocast in training and prediction; the weights and optimiser stay fp32"))
-    crt_steps: int = field(default=100, metadata=meaning("cRT: steps of the second, classifier-only stage"))
-    crt_lr: Optional[float] = field(default=None, metadata=meaning("None: the same as lr"))
+    crt_steps: int = field(default=100, metadata=meaning("cRT: steps of the second, classifier-only stage", low=1))
+    crt_lr: Optional[float] = field(default=None, metadata=meaning("None: the same as lr", above=0))
     threads: Optional[int] = field(default=None, metadata=meaning(
-        "CPU threads for torch (None: its default); 1 is fastest for tiny models"))
+        "CPU threads for torch (None: its default); 1 is fastest for tiny models", low=1))
     extra: Dict[str, Any] = field(default_factory=dict, metadata=meaning("passed to TrainingArguments"))
 
 
@@ -149,14 +149,17 @@ TAU_GRID = (0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0)
 
 @dataclass
 class BalanceSettings:
-    beta: float = field(default=0.999, metadata=meaning("effective-number weights: (1 - beta) / (1 - beta^n)"))
-    gamma: float = field(default=2.0, metadata=meaning("focal loss focusing parameter"))
+    beta: float = field(default=0.999, metadata=meaning(
+        "effective-number weights: (1 - beta) / (1 - beta^n)", low=0, below=1))
+    gamma: float = field(default=2.0, metadata=meaning("focal loss focusing parameter", low=0))
     tau: float = field(default=1.0, metadata=meaning(
-        "logit-adjustment strength (post-hoc: used when the validation fold is empty)"))
-    tau_grid: List[float] = field(default_factory=lambda: list(TAU_GRID), metadata=meaning("post-hoc tau candidates"))
-    ldam_max_margin: float = field(default=0.5, metadata=meaning("LDAM: the rarest class's margin"))
-    ldam_scale: float = field(default=1.0, metadata=meaning("LDAM: logit scale"))
-    drw_start: float = field(default=0.8, metadata=meaning("deferred re-weighting starts at this share of training"))
+        "logit-adjustment strength (post-hoc: used when the validation fold is empty)", low=0))
+    tau_grid: List[float] = field(default_factory=lambda: list(TAU_GRID), metadata=meaning(
+        "post-hoc tau candidates", low=0))
+    ldam_max_margin: float = field(default=0.5, metadata=meaning("LDAM: the rarest class's margin", above=0))
+    ldam_scale: float = field(default=1.0, metadata=meaning("LDAM: logit scale", above=0))
+    drw_start: float = field(default=0.8, metadata=meaning(
+        "deferred re-weighting starts at this share of training", low=0, high=1))
 
 
 def make_loss(strategy: Strategy, counts: np.ndarray, settings: BalanceSettings) -> Callable:

@@ -57,7 +57,7 @@ class ClassifyConfig:
     task: str = field(default="rpp", metadata=meaning("itp | rpp | stp | ssp"))
     learner: str = field(default="sklearn", metadata=meaning("sklearn | torch"))
     strategy: str = field(default="none", metadata=meaning("one of balance.STRATEGIES that the learner supports"))
-    seed: int = field(default=0, metadata=meaning("training seed (the split seed is data.split_seed)"))
+    seed: int = field(default=0, metadata=meaning("training seed (the split seed is data.split_seed)", low=0))
     output_dir: Optional[str] = field(default=None, metadata=meaning(
         "default runs/<recipe>/<learner>-<strategy>/fold<test_fold>"))
     data: DataSettings = field(default_factory=DataSettings)
@@ -100,6 +100,7 @@ def prepare_data(config, out: Path):
     from ..convert import ConvertConfig, convert
     from ..data.config import plain
     from ..data.splits import SplitManifest
+    from ..io import read_json
 
     data_dir = Path(config.data.converted) if config.data.converted else out / "data"
     if not config.data.converted and not (data_dir / config.task / "cls").exists():
@@ -108,7 +109,7 @@ def prepare_data(config, out: Path):
     if manifest.scheme != "kfold":
         raise ValueError(f"{data_dir}: classifiers need a k-fold split manifest, found scheme {manifest.scheme!r}")
     meta_path = data_dir / "convert_meta.json"
-    meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+    meta = read_json(meta_path, {}, "a conversion's metadata") if meta_path.exists() else {}
     return load_cls_rows(data_dir, config.task), manifest, data_dir, meta
 
 

@@ -29,16 +29,16 @@ from .classifier import BalanceSettings, LabelSpace, Split, training_indices
 
 @dataclass
 class SklearnSettings:
-    max_features: int = field(default=20000, metadata=meaning("TF-IDF vocabulary size"))
-    ngram_max: int = field(default=2, metadata=meaning("longest word n-gram"))
-    min_df: int = field(default=2, metadata=meaning("a term must occur in this many training texts"))
+    max_features: int = field(default=20000, metadata=meaning("TF-IDF vocabulary size", low=1))
+    ngram_max: int = field(default=2, metadata=meaning("longest word n-gram", low=1))
+    min_df: int = field(default=2, metadata=meaning("a term must occur in this many training texts", low=1))
     sublinear_tf: bool = field(default=True, metadata=meaning("1 + log(tf) term weights"))
-    C: float = field(default=1.0, metadata=meaning("inverse L2 strength of the logistic regression"))
-    max_iter: int = field(default=2000, metadata=meaning("solver iterations"))
-    smote_neighbors: int = field(default=5, metadata=meaning("SMOTE's k nearest neighbours"))
+    C: float = field(default=1.0, metadata=meaning("inverse L2 strength of the logistic regression", above=0))
+    max_iter: int = field(default=2000, metadata=meaning("solver iterations", low=1))
+    smote_neighbors: int = field(default=5, metadata=meaning("SMOTE's k nearest neighbours", low=1))
     # BLAS threads while fitting: these small sparse fits are fastest on one, and several threads fighting
     # other processes for 2 cores made a comparison 4x slower. Raise it for large data on many cores.
-    threads: int = field(default=1, metadata=meaning("BLAS threads while fitting"))
+    threads: int = field(default=1, metadata=meaning("BLAS threads while fitting", low=1))
 
 
 def _smote(X, y: np.ndarray, k: int, seed: int) -> tuple[Any, np.ndarray, list[int]]:

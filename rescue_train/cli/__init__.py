@@ -15,6 +15,7 @@ COMMANDS = {
     "stats": ("stats", "instance counts, exclusions and labels per task, beside the paper's Table 6"),
     "convert": ("convert", "write instances.jsonl and SFT / classification / generation datasets"),
     "train": ("train", "fine-tune with LoRA (recipe=ssp_lora) or train one classifier (recipe=rpp_cls strategy=...)"),
+    "launch": ("launch", "accelerate launch ending with the training's own status: rescue-train launch [...] train.py"),
     "merge": ("merge", "merge a LoRA run into a full model: rescue-train merge RUN_DIR"),
     "compare": ("compare", "compare rebalancing strategies: rescue-train compare recipe=rpp_cls strategies=[...]"),
     "cv": ("cv", "a fine-tuned model's row over the whole benchmark: rescue-train cv recipe=all_lora model=..."),

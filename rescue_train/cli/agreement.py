@@ -50,7 +50,8 @@ def run(config: AgreementConfig) -> None:
         report = compare_audit(audit, human)
         print(json.dumps(report, indent=2) if config.json else table(report))
         return
-    report = compare(load_results(config.results), read_human(human), config.weights, str(human))
+    results = load_results(config.results, {"id": str, "task": str}, need_records=True)  # what compare reads
+    report = compare(results, read_human(human), config.weights, str(human))
     if config.json:
         print(json.dumps(report, indent=2))
         return

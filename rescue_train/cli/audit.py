@@ -67,11 +67,12 @@ def run(config: AuditConfig) -> None:
 
     if not config.inputs:
         raise ValueError("name at least one INPUT: an eval results folder, a .jsonl of dialogues, or reference")
-    results = audit(config.inputs, config)
     if config.dry_run:
-        print(dry_run_text(results))
+        print(dry_run_text(audit(config.inputs, config)))
         return
-    written = write_report(results, Path(config.output_dir), config.plots)
+    written: list = []
+    results = audit(config.inputs, config,  # the report is written while the audit still holds its folder
+                    on_results=lambda done: written.extend(write_report(done, Path(config.output_dir), config.plots)))
     print(summary(results))
     print(f"  -> {config.output_dir}/results.json, " + ", ".join(str(p) for p in written))
 

@@ -47,6 +47,7 @@ class Command:
     inputs: bool = False  # whether bare words are inputs
     labelled_inputs: bool = False  # NAME=PATH is an input (a label and a path) when PATH exists
     flags: dict[str, str] = field(default_factory=dict)  # flags that are not keys, e.g. {"--dry-run": "dry_run=true"}
+    raw: bool = False  # the arguments go to ``load`` as they are (launch: accelerate's own options)
 
 
 def _quote(value: str) -> str:
@@ -166,6 +167,11 @@ def execute(command: Command, argv: Sequence[str]) -> int:
     with warnings.catch_warnings():
         warnings.showwarning = _one_line
         try:
+            if command.raw:
+                if argv[:1] and argv[0] in HELP:
+                    print(help_text(command, None))
+                    return 0
+                return int(command.run(command.load(argv, [])) or 0)
             schema = command.schema_for(argv) if command.schema_for else command.schema
             if any(a in HELP for a in argv):
                 print(help_text(command, schema))

@@ -25,6 +25,8 @@ def usage() -> str:
   LLMs: any training override for every run (model=qwen2.5-7b-instruct train.max_steps=300
         train.max_length=4096 data.source=... data.context=40), launch.config_file=single_gpu (configs/accelerate)
         'launch.args=--num_processes 2' rank.backend=hf|vllm rank.batch_size=8 rank.args=[max_model_len=8192]
+  LLMs, where the runs execute: launch.parallel=8 (8 at once, a GPU each) launch.gpus_per_run=2,
+        or launch.executor=slurm launch.slurm.partition=gpu launch.slurm.gpus_per_node=1 (a SLURM job each)
 
 strategies (sklearn): {', '.join(balance.strategies_for('sklearn'))}
 strategies (torch): {', '.join(balance.strategies_for('torch'))}

@@ -31,7 +31,7 @@ def summary(results: dict) -> str:
                   *(c.metric for c in getattr(TASKS.get(task), "report_columns", ()))}
         shown = {k: v for k, v in both.items() if isinstance(v, (int, float)) and v is not None and k in wanted}
         metrics = ", ".join(f"{k} {v:.3f}" for k, v in shown.items())
-        failed = "".join(f" {k.replace('_', ' ')}={both[k]}" for k in ("truncated", "refused", "judge_failures")
+        failed = "".join(f" {k.replace('_', ' ')}={both[k]}" for k in ("truncated", "refused", "empty", "judge_failures")
                          if both.get(k))
         lines.append(f"  {task}: n={both.get('n', 0)} parse failures={both.get('parse_failures', 0)}{failed}"
                      f"  {metrics}")

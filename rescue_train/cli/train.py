@@ -5,6 +5,7 @@ a LoRA recipe fine-tunes a chat model (rescue_train.sft), a classifier recipe tr
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from ..settings import ConfigError, names_in, read_recipe, recipe_kind, recipe_names
 from .base import Command
@@ -82,10 +83,16 @@ def run(cfg) -> None:
         print(f"run folder: {run_dir} (model, config.yaml, provenance.json, predictions.jsonl, metrics.json, "
               "README.md)")
         return
+    from ..sft.runner import already_finished
     from ..sft.runner import run as train_lora
 
+    main_process = os.environ.get("RANK", "0") == "0"  # one line per run, not per accelerate process
+    if already_finished(cfg):
+        if main_process:
+            print(f"already finished: {Path(cfg.output_dir).resolve()}")
+        return
     run_dir = train_lora(cfg)
-    if os.environ.get("RANK", "0") == "0":  # one line per run, not per accelerate process
+    if main_process:
         print(f"adapter: {run_dir / 'adapter'}")
 
 

@@ -17,6 +17,7 @@ from ..classifiers import balance
 from ..classifiers.classifier import BalanceSettings, TorchSettings
 from ..classifiers.classify_run import DataSettings, check_task, read_config
 from ..classifiers.sklearn_path import SklearnSettings
+from ..executor import EXECUTOR_KEYS
 from ..jobs import LaunchSettings
 from ..settings import meaning
 
@@ -25,14 +26,15 @@ LEARNERS = ("sklearn", "torch", "lora")
 
 @dataclass
 class EvalSettings:
-    bootstrap: int = field(default=1000, metadata=meaning("bootstrap resamples of units"))
+    bootstrap: int = field(default=1000, metadata=meaning("bootstrap resamples of units (0: no intervals)", low=0))
     permutations: int = field(default=1000, metadata=meaning(
-        "paired permutation test: exact over all 2^u unit swaps when 2^u <= this, else draws"))
-    confidence: float = field(default=0.95, metadata=meaning("interval level"))
+        "paired permutation test: exact over all 2^u unit swaps when 2^u <= this, else draws", low=1))
+    confidence: float = field(default=0.95, metadata=meaning("interval level", above=0, below=1))
     head_share: float = field(default=0.20, metadata=meaning(
-        "a class is \"head\" when it is >= 20% of its scenario's training instances,"))
-    tail_share: float = field(default=0.10, metadata=meaning("\"tail\" when < 10%, \"medium\" in between"))
-    stats_seed: int = field(default=0, metadata=meaning("seed of the bootstrap and permutation draws"))
+        "a class is \"head\" when it is >= 20% of its scenario's training instances,", above=0, below=1))
+    tail_share: float = field(default=0.10, metadata=meaning(
+        "\"tail\" when < 10%, \"medium\" in between", above=0, below=1))
+    stats_seed: int = field(default=0, metadata=meaning("seed of the bootstrap and permutation draws", low=0))
 
 
 @dataclass
@@ -40,7 +42,7 @@ class RankSettings:
     """How each LoRA run's test fold is evaluated (``rescue-train eval run=RUN protocol=rank``)."""
 
     backend: str = field(default="hf", metadata=meaning("hf | vllm"))
-    batch_size: int = field(default=8, metadata=meaning("prompts per scoring batch (hf)"))
+    batch_size: int = field(default=8, metadata=meaning("prompts per scoring batch (hf)", low=1))
     rank_score: str = field(default="sum", metadata=meaning("sum = log P(answer and end of turn); mean = per token"))
     args: List[str] = field(default_factory=list, metadata=meaning(
         "more `rescue-train eval` settings, e.g. [max_model_len=8192]"))
@@ -55,8 +57,9 @@ class CompareConfig:
     learner: str = field(default="sklearn", metadata=meaning("sklearn | torch | lora (set by a LoRA recipe)"))
     strategies: Any = field(default="all", metadata=meaning(
         "a list of names, or \"all\" (every strategy the learner supports)"))
-    seeds: List[int] = field(default_factory=lambda: [0], metadata=meaning("training seeds"))
-    test_folds: Optional[List[int]] = field(default=None, metadata=meaning("test folds to run; null: every fold"))
+    seeds: List[int] = field(default_factory=lambda: [0], metadata=meaning("training seeds", low=0))
+    test_folds: Optional[List[int]] = field(default=None, metadata=meaning(
+        "test folds to run; null: every fold", low=0))
     output_dir: Optional[str] = field(default=None, metadata=meaning("default runs/compare/<recipe>-<learner>"))
     plots: bool = field(default=True, metadata=meaning("write the PNG plots"))
     dry_run: bool = field(default=False, metadata=meaning(
@@ -167,6 +170,9 @@ def load_config(overrides: Sequence[str]) -> CompareConfig:
     config.strategies = list(dict.fromkeys(names))
     if "none" not in config.strategies:
         config.strategies.insert(0, "none")  # the reference every strategy is tested against
+    if config.learner != "lora" and asdict(config.launch) != asdict(LaunchSettings()):
+        raise ValueError("launch.* applies to LoRA comparisons (recipe=*_lora), whose runs are processes; a "
+                         "classifier comparison trains in this process")
     config.output_dir = config.output_dir or f"runs/compare/{config.recipe or config.task}-{config.learner}"
     return config
 
@@ -180,5 +186,6 @@ def run_settings(config: CompareConfig) -> dict:
                 body.pop(section)
     if config.learner == "lora":
         body.pop("balance")  # the classifiers' strategy parameters
-        body["launch"].pop("keep_checkpoints")
+        for key in ("keep_checkpoints", *EXECUTOR_KEYS):  # where a run executes never changes its result
+            body["launch"].pop(key)
     return body

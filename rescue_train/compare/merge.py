@@ -18,8 +18,10 @@ from dataclasses import dataclass, field
 from typing import List, Optional, Sequence
 
 from ..classifiers.classifier import LabelSpace
+from ..io import read_json
 from ..settings import meaning
 from .config import CompareConfig, EvalSettings
+from .runner import RUN_RECORD_FIELDS
 
 
 
@@ -28,7 +30,8 @@ def _load(folder: Path) -> dict:
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist: merge needs finished comparisons (run `rescue-train "
                                 f"compare` into {folder} first)")
-    return json.loads(path.read_text())
+    return read_json(path, {"task": str, "learner": str, "strategies": dict, "folds": list, "seeds": list,
+                            "labels": list, "provenance": dict}, "a comparison's results")
 
 
 def _common(values: list[list[int]]) -> list[int]:
@@ -65,7 +68,7 @@ def merge(folders: Sequence[Path], out: Path, evaluation: EvalSettings, with_plo
             if name != "none":
                 references[merged_name] = f"{prefix}:none"
             for run_file in strategy["runs"]:
-                record = json.loads((Path(folder) / run_file).read_text())
+                record = read_json(Path(folder) / run_file, RUN_RECORD_FIELDS, "a comparison run's record")
                 if record["fold"] in folds and record["seed"] in seeds:
                     records.append({**record, "strategy": merged_name, "file": str(Path(folder) / run_file)})
     config = CompareConfig(task=loaded[0]["task"], learner="+".join(prefixes), strategies=list(summaries),

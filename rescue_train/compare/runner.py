@@ -16,6 +16,9 @@ from .config import CompareConfig, run_settings
 from .report import markdown, plots
 from .stats import summarise
 
+# What a run's record (OUT/runs/<strategy>/fold<F>_seed<S>.json) must hold to be read back.
+RUN_RECORD_FIELDS = {"run_hash": str, "strategy": str, "fold": int, "seed": int, "seconds": (int, float),
+                     "train_counts": dict, "predictions": list}
 STATS_NOTE = {"interval": "percentile bootstrap over units",
               "test": "paired permutation test over units (scipy.stats.permutation_test, permutation_type='samples': "
                       "swap the two strategies' predictions unit by unit), two-sided; exact over all 2^u swap "
@@ -24,12 +27,42 @@ STATS_NOTE = {"interval": "percentile bootstrap over units",
 
 def run_one(config: CompareConfig, splits: dict, space: LabelSpace, strategy_name: str, fold: int, seed: int,
             work_dir: Path, cache: dict) -> dict:
-    """Train and predict one (strategy, fold, seed) of the comparison; returns the JSON-ready run record."""
-    if config.learner == "lora":
-        from .lora import run_lora
-
-        return run_lora(config, splits, space, strategy_name, fold, seed, work_dir)
+    """Train and predict one (strategy, fold, seed) of a classifier comparison; returns the JSON-ready run record."""
     return run_classifier(config, splits, space, strategy_name, fold, seed, work_dir, cache)
+
+
+def _store(record: dict, path: Path, manifest, run_hash: str) -> None:
+    from ..io import write_json_atomic
+
+    trained_on = record["learner_info"].get("manifest_hash", manifest.hash)
+    if trained_on != manifest.hash:  # a LoRA run converts its own data: it must split it the same way
+        raise ValueError(f"run {record['strategy']} fold {record['fold']} seed {record['seed']} was trained on split "
+                         f"manifest {trained_on}, the comparison uses {manifest.hash}")
+    write_json_atomic(path, {"run_hash": run_hash, **record})
+
+
+def run_lora_jobs(config: CompareConfig, out: Path, rows, manifest, space: LabelSpace, run_hash: str,
+                  todo: list[tuple], path_of: dict) -> None:
+    """The LoRA runs ``todo`` through the executor (``launch.*``): each finished run's record is written as soon as
+    it is done; when some fail, the others still finish and are recorded, then one error names the failed ones."""
+    from ..executor import run_jobs
+    from .lora import lora_job, lora_record
+
+    work = out / "work"
+    jobs = [lora_job(config, *key, work, path_of[key]) for key in todo]
+    key_of = {job.name: key for job, key in zip(jobs, todo)}
+
+    def record(outcome) -> None:
+        key = key_of[outcome.job.name]
+        splits = fold_data(rows, manifest, space, key[1])
+        _store(lora_record(config, splits, space, *key, work, outcome), path_of[key], manifest, run_hash)
+
+    outcomes = run_jobs(jobs, config.launch, work, title=f"compare {config.task} (lora)", on_done=record)
+    failed = [o for o in outcomes if o.state == "failed"]
+    if failed:
+        lines = "\n".join(o.message.splitlines()[0] + "\n" + "\n".join(o.message.splitlines()[-3:]) for o in failed)
+        raise ValueError(f"{len(failed)} of {len(outcomes)} runs failed (the others are recorded; rerun the same "
+                         f"command to retry the failed ones):\n{lines}")
 
 
 def _estimate(records: list[dict], total: int, todo: int) -> dict[str, Any]:
@@ -44,7 +77,7 @@ def run_all(config: CompareConfig, out: Path, rows, manifest, space: LabelSpace,
     training the first run when none is finished, so the estimate comes from a real run)."""
     from tqdm.auto import tqdm
 
-    from ..io import write_json_atomic
+    from ..io import read_json
 
     folds = config.test_folds if config.test_folds is not None else list(range(manifest.k))
     jobs = [(s, f, seed) for s in config.strategies for f in folds for seed in config.seeds]
@@ -52,23 +85,21 @@ def run_all(config: CompareConfig, out: Path, rows, manifest, space: LabelSpace,
     todo = [job for job in jobs if not path_of[job].exists()]
     if config.dry_run:
         jobs = [job for job in jobs if job not in todo] or todo[:1]
+    if config.learner == "lora":
+        run_lora_jobs(config, out, rows, manifest, space, run_hash, [job for job in jobs if job in todo], path_of)
     records, cache = [], {}
     for job in tqdm(jobs, desc=f"compare {config.task} ({config.learner})", unit="run"):
         strategy, fold, seed = job
         path = path_of[job]
         if path.exists():
-            record = json.loads(path.read_text())
+            record = read_json(path, RUN_RECORD_FIELDS, "a comparison run's record")
             if record.get("run_hash") != run_hash:
                 raise ValueError(f"{path} was made with other settings (hash {record.get('run_hash')}, now "
                                  f"{run_hash}); use another output_dir")
         else:
             splits = fold_data(rows, manifest, space, fold)
-            record = {"run_hash": run_hash, **run_one(config, splits, space, strategy, fold, seed, out / "work", cache)}
-            trained_on = record["learner_info"].get("manifest_hash", manifest.hash)
-            if trained_on != manifest.hash:  # a LoRA run converts its own data: it must split it the same way
-                raise ValueError(f"run {strategy} fold {fold} seed {seed} was trained on split manifest {trained_on}, "
-                                 f"the comparison uses {manifest.hash}")
-            write_json_atomic(path, record)
+            _store(run_one(config, splits, space, strategy, fold, seed, out / "work", cache), path, manifest, run_hash)
+            record = read_json(path, RUN_RECORD_FIELDS, "a comparison run's record")
         records.append(record)
     if config.dry_run:
         return _estimate(records, len(path_of), sum(not path_of[job].exists() for job in path_of))
@@ -77,14 +108,14 @@ def run_all(config: CompareConfig, out: Path, rows, manifest, space: LabelSpace,
 
 def check_settings(config: CompareConfig, out: Path) -> str:
     """The run hash; refuses a folder holding a comparison made with other settings."""
-    from ..io import write_json_atomic
+    from ..io import read_json, write_json_atomic
     from ..provenance import config_hash
 
     settings = run_settings(config)
     run_hash = config_hash(settings)
     stamp = out / "compare_config.json"
     if stamp.exists():
-        previous = json.loads(stamp.read_text())
+        previous = read_json(stamp, {"run_hash": str, "settings": dict}, "a comparison's settings")
         if previous["run_hash"] != run_hash:
             changed = sorted(k for k in settings if previous["settings"].get(k) != json.loads(
                 json.dumps(settings[k], default=str)))
@@ -109,6 +140,12 @@ def compare(config: CompareConfig) -> dict:
     with ``config.dry_run``, only the number of runs and the time estimate."""
     from ..provenance import git_commit, versions
 
+    if config.learner == "lora":
+        from .lora import problems
+
+        found = problems(config)
+        if found:
+            raise ValueError("; ".join(found))
     out = Path(config.output_dir)
     out.mkdir(parents=True, exist_ok=True)
     run_hash = check_settings(config, out)

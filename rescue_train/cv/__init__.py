@@ -11,5 +11,6 @@ zero-shot on the same instances, with the paired difference per cell.
 
 Parts: :mod:`.config` (the settings), :mod:`.plan` (data, split manifest, instances, the job list, estimates),
 :mod:`.pool` (the pooling and its checks, the pooled results document), :mod:`.runner` (the whole). The
-command is ``rescue_train.cli.cv``; runs are started through :mod:`rescue_train.jobs`.
+command is ``rescue_train.cli.cv``; runs are started as :mod:`rescue_train.jobs` says and executed by
+:mod:`rescue_train.executor` (``launch.*``: local slots or SLURM jobs).
 """

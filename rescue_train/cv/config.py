@@ -39,7 +39,7 @@ class CvConfig:
     output_dir: Optional[str] = field(default=None, metadata=meaning(
         "default runs/cv/<recipe>/<model.name>: runs/, eval/, logs/, split_manifest.json, results.json, report.md"))
     folds: Optional[List[int]] = field(default=None, metadata=meaning(
-        "test folds to run; null: every fold of data.folds (a subset pools only its folds' instances)"))
+        "test folds to run; null: every fold of data.folds (a subset pools only its folds' instances)", low=0))
     baseline: str = field(default="auto", metadata=meaning(
         "zero_shot: the base model on the same instances and prompts, with the paired differences; none; auto: "
         "zero_shot when the base model is on this machine (a folder, tiny, or in the Hugging Face cache; asked again "

@@ -6,14 +6,16 @@ The output folder ``OUT``:
 * ``runs/fold<F>/``: fold F's training run (the ordinary run folder: adapter, config, provenance, model card);
 * ``eval/fold<F>/``: its evaluation on its own test fold (``rescue-train eval run=OUT/runs/fold<F>``);
   ``eval/zero_shot/``: the base model on every instance with the same prompts (the baseline);
-* ``logs/``: one log per job; ``jobs.json``: each finished job's command line and duration;
+* ``logs/``: one log per job; ``jobs.json``: each finished job's command line, duration and what executed it;
+* ``executor/``: the executor's own files (``executor/slurm/<job>/``: a SLURM job's script, logs and id);
 * ``cv_config.json``: the hash of the settings (a rerun with others is refused);
 * ``results.json``, ``report.md``, ``comparisons.json``: the pooled row (rescue_train.cv.pool, .runner).
 
 The jobs come in two phases whose jobs are independent of each other: the training runs, then the
 evaluations (each fold's, and the zero-shot baseline's, which takes the base model and tokenizer from a
-finished run). Each job is one step (``Job(name, (Step(argv, log, done),), done)``: the fields of
-``rescue_train.executor``'s jobs); :func:`rescue_train.cv.runner.run_phase` runs each phase.
+finished run). Each job is one step (``Job(name, (Step(argv, log, done),), done)``, ``rescue_train.executor``'s
+jobs, with picklable ``done`` checks: a SLURM job runs its steps on a node); :func:`rescue_train.cv.runner.run_phase`
+hands each phase to :func:`rescue_train.executor.run_jobs` (``launch.executor``, ``launch.parallel``, ...).
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from typing import Any
 from ..data import load_benchmark
 from ..data.config import DataConfig
 from ..data.splits import SplitManifest, assign_units, check_leakage, load_or_make_manifest
-from ..jobs import Job, Outcome, Step, override, rescue_train_command, training_command
+from ..executor import Job, Outcome, Step
+from ..jobs import override, rescue_train_command, training_command
 from ..tasks import Instance, build
 from .config import CvConfig, eval_arguments
 
@@ -275,13 +278,15 @@ def read_timings(out: Path) -> dict[str, dict[str, Any]]:
 
 
 def announce(job: Job) -> None:
+    """Say that ``job`` is handed to the executor (it starts when a slot, or SLURM, takes it) and where it logs."""
     logs = ", ".join(str(step.log) for step in job.steps)
-    print(f"{job.name}: running (log {logs})", flush=True)
+    print(f"{job.name}: to run (log {logs})", flush=True)
 
 
 def recorder(plan: Plan):
-    """``on_done(outcome)`` for run_jobs (an outcome's ``job`` and ``seconds``, as the executor's): keeps each
-    finished job's command lines and duration in jobs.json (and says it)."""
+    """``on_done(outcome)`` for the executor's run_jobs: keeps each finished job's command lines, duration (its
+    steps' own time) and what executed it (``outcome.executor``: kind, job_id, host, gpus, threads) in jobs.json,
+    and says it."""
     from ..io import write_json_atomic
 
     def finished(outcome: Outcome) -> None:
@@ -294,6 +299,7 @@ def recorder(plan: Plan):
             instances = len(plan.instances if which == ZERO_SHOT else plan.of_fold(int(which.split()[-1])))
         timings[job.name] = {"seconds": round(seconds, 2), "instances": instances,
                              "steps": [{"argv": list(step.argv), "log": str(step.log)} for step in job.steps],
+                             "executor": outcome.executor,
                              "finished": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}
         write_json_atomic(plan.out / "jobs.json", timings)
 

@@ -4,6 +4,10 @@ Resuming is rerunning the same command: a finished training run (its provenance 
 finished evaluation (its ``results.json`` exists) are skipped; an interrupted training run resumes from its
 last checkpoint, an interrupted evaluation from its last finished instance (the ordinary commands' own
 resume). Another configuration in the same ``output_dir`` is refused, naming what changed.
+
+Every job goes through :func:`rescue_train.executor.run_jobs` under the ``launch.*`` settings (local slots or SLURM
+jobs), in two phases of independent jobs; what those settings and the evaluations need (sbatch, GPUs, vLLM, the
+judge's endpoint) is checked before anything is written or trained, the dry run included.
 """
 
 from __future__ import annotations
@@ -14,8 +18,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from ..jobs import Job, Outcome, run_jobs
-from .config import CvConfig, settings
+from ..executor import Job, Outcome
+from ..settings import ConfigError
+from .config import CvConfig, eval_arguments, settings
 from .plan import (ZERO_SHOT, Plan, announce, describe, estimate, eval_dir, fold_eval_jobs, prepare, read_timings,
                    recorder, run_dir, settle_baseline, trained, training_jobs, zero_shot_job)
 
@@ -83,10 +88,34 @@ def write_report(plan: Plan, pooled: dict[str, Any]):
     return report
 
 
-def run_phase(plan: Plan, jobs: list[Job]) -> list[Outcome]:
-    """Run one phase's jobs (independent of each other) that are not done yet; a failure stops the cv. The one
-    place that says how jobs execute: today one after the other on this machine (rescue_train.jobs.run_jobs)."""
-    return run_jobs(jobs, on_done=recorder(plan), starting=announce)
+def problems(config: CvConfig) -> list[str]:
+    """What would stop the cross-validation, found before any folder is made or run starts (each one line): the
+    executor's settings (``launch.executor``, ``launch.parallel`` x ``launch.gpus_per_run`` GPUs, sbatch and the
+    partition for SLURM) and what every evaluation needs (vLLM for ``eval.backend=vllm``, the judge's endpoint)."""
+    from ..evaluation.config import load_config as load_eval_config
+    from ..evaluation.models import problems_before_work
+    from ..executor import problems as executor_problems
+
+    evaluation = load_eval_config(eval_arguments(config))
+    return executor_problems(config.launch) + [f"eval.{p}" for p in problems_before_work(evaluation)]
+
+
+def run_phase(plan: Plan, jobs: list[Job], title: str) -> list[Outcome]:
+    """Hand one phase's jobs (independent of each other) to the executor (``launch.*``), which runs those not done
+    yet; each finished job is recorded in jobs.json as it ends. When some fail, the others still run and are
+    recorded, then one error names every failed job with its log's tail (exit 2)."""
+    from ..executor import run_jobs
+
+    for job in jobs:
+        if job.done is None or not job.done():
+            announce(job)
+    outcomes = run_jobs(jobs, plan.config.launch, plan.out / "executor", title=title, on_done=recorder(plan))
+    failed = [o for o in outcomes if o.state == "failed"]
+    if failed:
+        raise ValueError(f"{len(failed)} of {len(outcomes)} {title} failed ({', '.join(o.job.name for o in failed)}; "
+                         "the others are recorded; rerun the same command to retry the failed ones):\n"
+                         + "\n".join(o.message for o in failed))
+    return outcomes
 
 
 def first_fold(plan: Plan, training: list, evaluations: list) -> None:
@@ -94,8 +123,8 @@ def first_fold(plan: Plan, training: list, evaluations: list) -> None:
     them is not done yet), timed and kept: the real command continues after them."""
     print(f"dry run: no training run and evaluation timed yet; running fold {plan.folds[0]}'s to time them",
           flush=True)
-    run_phase(plan, training[:1])
-    run_phase(plan, evaluations[:1])
+    run_phase(plan, training[:1], "cv training runs")
+    run_phase(plan, evaluations[:1], "cv evaluations")
 
 
 def cv(config: CvConfig) -> dict[str, Any]:
@@ -104,7 +133,10 @@ def cv(config: CvConfig) -> dict[str, Any]:
     from ..io import write_json_atomic
     from .pool import pooled_results
 
-    out = Path(config.output_dir)
+    found = problems(config)
+    if found:
+        raise ConfigError("; ".join(found))
+    out = Path(config.output_dir).resolve()  # every job's paths are absolute: a SLURM job runs elsewhere
     plan = prepare(config, out)
     digest = check_settings(config, plan)
     training, evaluations = training_jobs(plan), fold_eval_jobs(plan)
@@ -116,12 +148,12 @@ def cv(config: CvConfig) -> dict[str, Any]:
         print(text)
         return {"dry_run": text}
     print(describe(plan), flush=True)
-    run_phase(plan, training)  # phase 1: the training runs (independent of each other)
+    run_phase(plan, training, "cv training runs")  # phase 1: the training runs (independent of each other)
     _drop_checkpoints(plan)
     settle_baseline(plan)
     if plan.baseline:  # its base model and tokenizer are the finished runs'
         evaluations.append(zero_shot_job(plan))
-    run_phase(plan, evaluations)  # phase 2: the evaluations (independent of each other)
+    run_phase(plan, evaluations, "cv evaluations")  # phase 2: the evaluations (independent of each other)
     fold_results = {fold: _load(eval_dir(out, fold)) for fold in plan.folds}
     pooled = pooled_results(plan, fold_results, digest)
     write_json_atomic(out / "results.json", pooled)

@@ -71,7 +71,7 @@ class DataConfig:
     source: str = field(default="bundled", metadata=meaning(
         "benchmark_191.jsonl, a per-sample folder, a saved dataset, a hub id, or 'bundled' (the shipped sample)"))
     context: Optional[int] = field(default=None, metadata=meaning(
-        "rows of context: -1 all prior rows, 0 none, k the last k; null: each task's default"))
+        "rows of context: -1 all prior rows, 0 none, k the last k; null: each task's default", low=-1))
     rpp_definition: str = field(default="D", metadata=meaning(
         "RPP gold rows: " + "; ".join(f"{k} = {v}" for k, v in RPP_DEFINITIONS.items())))
     rpp_include_current: bool = field(default=False, metadata=meaning("show the labelled RPP turn itself"))
@@ -80,18 +80,19 @@ class DataConfig:
     ssp_target_emotion: bool = field(default=False, metadata=meaning("give SSP the target's latest emotion"))
     rsg_condition: str = field(default="none", metadata=meaning(
         "what RSG gives beyond the conversation: none, target (whom the turn addresses) or target_strategy"))
-    rsg_min_words: int = field(default=5, metadata=meaning("RSG keeps therapist turns of at least this many words"))
+    rsg_min_words: int = field(default=5, metadata=meaning(
+        "RSG keeps therapist turns of at least this many words", low=0))
     rsg_per_sample: int = field(default=0, metadata=meaning(
-        "RSG keeps at most this many evenly spaced turns per sample (0: all)"))
+        "RSG keeps at most this many evenly spaced turns per sample (0: all)", low=0))
     mode: str = field(default="dialogue", metadata=meaning(f"which cues the prompt shows: {' | '.join(MODES)}"))
     answer_format: str = field(default="label", metadata=meaning(
         "label: the bare label; json: the paper's JSON answers"))
     split: str = field(default="kfold", metadata=meaning(
         "kfold (grouped folds) | holdout | none (every sample is test: the whole benchmark) | leave_one_unit_out "
         "(baselines only); training takes kfold or holdout"))
-    folds: int = field(default=5, metadata=meaning("number of grouped folds (data.split=kfold)"))
-    split_seed: int = field(default=0, metadata=meaning("seed of the split manifest"))
-    test_fold: int = field(default=0, metadata=meaning("the held-out fold (data.split=kfold)"))
+    folds: int = field(default=5, metadata=meaning("number of grouped folds (data.split=kfold)", low=2))
+    split_seed: int = field(default=0, metadata=meaning("seed of the split manifest", low=0))
+    test_fold: int = field(default=0, metadata=meaning("the held-out fold (data.split=kfold)", low=0))
     manifest: Optional[str] = field(default=None, metadata=meaning(
         "a split_manifest.json to use (from convert or a run); made and saved there when absent"))
 

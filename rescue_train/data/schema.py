@@ -442,4 +442,12 @@ def parse_sample(raw: Any, where: Location, *, sample_id: str | None = None,
     else:
         names = clean_participants(_names(participants, where, "participants"), where, notes)
         check_name_spellings(rows, names, where)
+        unlisted: dict[str, int] = {}
+        for row in rows:
+            if row.is_client and row.speaker not in names:
+                unlisted.setdefault(row.speaker, row.row_index)
+        for speaker, first in unlisted.items():
+            _note(notes, where.at(field="participants"),
+                  f"{speaker!r} speaks (first in row {first}) but is not listed; therapist rows that target "
+                  f"{speaker!r} are left out of STP (target is not a participant of the sample)")
     return Sample(sample_id, scenario, names, rows, source=str(where.file or ""))

@@ -92,7 +92,10 @@ class SplitManifest:
 
     @classmethod
     def load(cls, path: str | Path) -> "SplitManifest":
-        data = json.loads(Path(path).read_text())
+        from ..io import read_json
+
+        data = read_json(path, {"scheme": str, "seed": int, "k": int, "assignment": dict, "samples": dict,
+                                "scenarios": dict}, "a split manifest")
         manifest = cls(data["scheme"], data["seed"], data["k"], data["assignment"], data["samples"],
                        data["scenarios"], data.get("notes", []))
         if data.get("hash") != manifest.hash:

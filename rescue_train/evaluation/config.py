@@ -9,7 +9,6 @@ explicit ``data.*`` override that differs from the run is kept, with a warning n
 
 from __future__ import annotations
 
-import json
 import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any, Optional, Sequence
 from ..data.config import DataConfig, from_mapping
 from ..inference import BACKENDS
 from ..inference.options import ApiOptions, EngineOptions, check_api, reasons
+from ..io import read_json
 from ..scoring.bertscore import BertScoreConfig
 from ..scoring.judge import VP_SCALES, JudgeConfig
 from ..scoring.metrics import JUDGE_ON_FAILURE
@@ -50,28 +50,36 @@ class EvalConfig(ApiOptions, EngineOptions):
         "sft: the training prompts and answer format; paper: zero-shot JSON; rank: log-lik"))
     data: DataConfig = field(default_factory=lambda: DataConfig(split="none"), metadata=meaning(
         "split none: all is test"))
-    seed: int = field(default=0, metadata=meaning("the backend's sampling seed (the split seed is data.split_seed)"))
-    limit: Optional[int] = field(default=None, metadata=meaning("at most this many instances per task (smoke runs)"))
+    seed: int = field(default=0, metadata=meaning(
+        "the backend's sampling seed (the split seed is data.split_seed)", low=0))
+    limit: Optional[int] = field(default=None, metadata=meaning(
+        "at most this many instances per task (smoke runs)", low=1))
     output_dir: Optional[str] = field(default=None, metadata=meaning(
         "default runs/eval/<model>[+<adapter>]/<protocol>"))
     overwrite: bool = field(default=False, metadata=meaning(
         "start over when the output holds a run with another config"))
     max_new_tokens: Any = field(default=None, metadata=meaning(
         "one number or {task: number}; default per task and answer format"))
-    batch_size: int = field(default=8, metadata=meaning("prompts per generation batch (hf)"))
+    batch_size: int = field(default=8, metadata=meaning("prompts per generation batch (hf)", low=1))
     chunk: Optional[int] = field(default=None, metadata=meaning(
-        "instances per resumable step (default: hf batch, 1024 vllm, 64 openai)"))
+        "instances per resumable step (default: hf batch, 1024 vllm, 64 openai)", low=1))
+    data_parallel: int = field(default=1, metadata=meaning(
+        "vllm: engine processes, each on its own tensor_parallel_size GPUs (on CPU its share of the threads), "
+        "each predicting a share of the instances into the one results folder", low=1))
     constrained: bool = field(default=True, metadata=meaning(
         "structured outputs where the backend has them (vllm; json mode for openai)"))
     rank_score: str = field(default="sum", metadata=meaning("sum = log P(answer and end of turn); mean = per token"))
     progress: bool = field(default=True, metadata=meaning("progress bars"))
+    allow_empty_answers: bool = field(default=False, metadata=meaning(
+        "score a run even when most server answers were empty (they count as failures, reason empty)"))
     judge: JudgeConfig = field(default_factory=JudgeConfig)
     bertscore: BertScoreConfig = field(default_factory=BertScoreConfig)
 
 
 # Keys that change how fast a run goes, not what it computes: left out of the run hash.
 RUNTIME_KEYS = ("output_dir", "overwrite", "batch_size", "chunk", "progress", "concurrency", "max_retries",
-                "timeout", "token_param", "gpu_memory_utilization", "include_base", "adapter")
+                "timeout", "token_param", "gpu_memory_utilization", "include_base", "adapter", "data_parallel",
+                "allow_empty_answers")
 
 
 def _repeated(argv: list[str], keys: tuple[str, ...]) -> list[str]:
@@ -117,7 +125,7 @@ def inherited(runs: list[str], cli: dict) -> dict:
         if not (folder / "config.yaml").is_file() or not (folder / "provenance.json").is_file():
             raise ConfigError(f"run={entry}: not a training run folder (config.yaml and provenance.json expected)")
         saved = read_yaml(folder / "config.yaml")
-        provenance = json.loads((folder / "provenance.json").read_text())
+        provenance = read_json(folder / "provenance.json", {}, "a training run's provenance")
         data = from_mapping(saved.get("data", {}))
         manifest = provenance.get("split_manifest")
         if manifest:
@@ -168,12 +176,13 @@ def validate(cfg: EvalConfig) -> None:
         choose("tasks", task, tuple(TASKS))
     if not cfg.tasks:
         raise ValueError("tasks is empty")
+    if cfg.data_parallel < 1 or (cfg.data_parallel > 1 and cfg.backend != "vllm"):
+        raise ValueError(f"data_parallel={cfg.data_parallel}: it takes a count >= 1, and more than one engine only with "
+                         "backend=vllm (hf: batch_size; openai: concurrency)")
     if cfg.protocol == "rank" and cfg.backend == "openai":
         raise ValueError("protocol=rank needs the log-likelihood of given text: use backend=hf or vllm")
     if cfg.judge.backend != "none" and not cfg.judge.model:
         raise ValueError("judge.model is required when judge.backend is set (e.g. judge.model=gpt-5.4)")
-    if cfg.limit is not None and cfg.limit < 1:
-        raise ValueError(f"limit must be a positive count, got {cfg.limit}")
     budgets = cfg.max_new_tokens if isinstance(cfg.max_new_tokens, dict) else {"*": cfg.max_new_tokens}
     for task, budget in budgets.items():
         if task != "*" and task not in TASKS:

@@ -8,7 +8,6 @@ given, the base model comes from the run's provenance or the adapter's own confi
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 from ..inference import ApiOptions, BackendSpec, EngineOptions
 from ..inference.factory import local_model
 from ..inference.options import pick
+from ..io import read_json
 from ..provenance import unfinished_training_run
 from ..settings import as_list
 from .config import EvalConfig
@@ -38,7 +38,7 @@ def find_adapter(folder: Path) -> tuple[Path, dict[str, Any]]:
     if not folder.is_dir():
         raise ValueError(f"adapter {folder}: no such folder")
     provenance_file = folder / "provenance.json"
-    provenance = json.loads(provenance_file.read_text()) if provenance_file.exists() else {}
+    provenance = read_json(provenance_file, {}, "a training run's provenance") if provenance_file.exists() else {}
     unfinished_training_run(folder, provenance)
     if (folder / "adapter_config.json").exists():
         return folder, provenance
@@ -55,7 +55,7 @@ def _base_of(adapter_dir: Path, provenance: dict[str, Any]) -> str | None:
     for key in ("base_model", "model"):
         if isinstance(provenance.get(key), str):
             return provenance[key]
-    config = json.loads((adapter_dir / "adapter_config.json").read_text())
+    config = read_json(adapter_dir / "adapter_config.json", {}, "a PEFT adapter config")
     return config.get("base_model_name_or_path")
 
 
@@ -96,3 +96,25 @@ def backend_spec(cfg: EvalConfig, spec: ModelSpec) -> BackendSpec:
     return BackendSpec(backend=cfg.backend, model=spec.model, adapters=spec.adapters, tokenizer=spec.tokenizer,
                        engine=pick(EngineOptions, cfg), api=pick(ApiOptions, cfg), batch_size=cfg.batch_size,
                        seed=cfg.seed, progress=cfg.progress)
+
+
+def problems_before_work(cfg: EvalConfig, *, model: bool = True, judge: bool = True) -> list[str]:
+    """What the evaluation will need, checked before any instance is loaded (each one line): the model's backend
+    (vLLM importable, an API endpoint that answers; ``model=False`` when the caller gives a started backend),
+    enough GPUs for ``data_parallel`` x ``tensor_parallel_size`` engines, and the judge's backend when a task it
+    grades is evaluated (``judge=False`` when the caller gives one)."""
+    from ..executor import visible_gpus
+    from ..inference.factory import backend_problems
+    from ..tasks import TASKS
+
+    found = []
+    if model:
+        found += backend_problems(cfg.backend, pick(ApiOptions, cfg))
+        gpus = visible_gpus()
+        needed = cfg.data_parallel * cfg.tensor_parallel_size
+        if cfg.backend == "vllm" and gpus and needed > len(gpus):
+            found.append(f"data_parallel={cfg.data_parallel} x tensor_parallel_size={cfg.tensor_parallel_size} needs "
+                         f"{needed} GPUs; {len(gpus)} visible")
+    if judge and cfg.judge.backend != "none" and any(TASKS[t].judged for t in cfg.tasks):
+        found += backend_problems(cfg.judge.backend, pick(ApiOptions, cfg.judge), "judge.")
+    return found

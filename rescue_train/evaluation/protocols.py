@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-from ..inference import Backend, BackendError, Completion, Messages, as_completion
+from ..inference import Arrivals, Backend, BackendError, Completion, Messages, as_completion
 from ..scoring.metrics import instance_scores
 from ..tasks import TASKS, Instance, Parsed, render
 from ..tasks.answers import answer_text, unfinished_reasoning
@@ -63,11 +63,13 @@ def base_record(inst: Instance, protocol: str, prompt: Messages) -> dict[str, An
 
 
 def failure_reason(completion: Completion, protocol: str) -> str | None:
-    """Why an answer counts as failed whatever it says: refused by a content policy, or cut short
-    (``truncated``: a paper-protocol answer that hit its budget, or reasoning that never closed). Short
-    label answers (sft) are read up to the budget: the label comes first."""
+    """Why an answer counts as failed whatever it says: refused by a content policy, ``empty`` (a server answered
+    nothing, however often asked), or cut short (``truncated``: a paper-protocol answer that hit its budget, or
+    reasoning that never closed). Short label answers (sft) are read up to the budget: the label comes first."""
     if completion.refusal:
         return f"refused: {completion.refusal}"
+    if completion.empty:
+        return "empty"
     if (completion.finish_reason == "length" and protocol == "paper") or unfinished_reasoning(completion.text):
         return "truncated"
     return None
@@ -103,33 +105,44 @@ def rank_request(inst: Instance, mode: str, fmt: str = "label") -> tuple[Message
 
 def predict(backend: Backend, instances: Sequence[Instance], *, protocol: str, mode: str, adapter: str | None,
             max_tokens: int | None = None, constrained: bool = True, rank_score: str = "sum",
-            answer_format: str = "label") -> list[dict]:
+            answer_format: str = "label", on_records: Callable[[list[dict]], None] | None = None) -> list[dict]:
     """Prediction records for ``instances``, in order: ranked ones in one scoring call, the rest in one
-    generation call (the backend batches). ``answer_format`` is the data configuration's (sft and rank)."""
+    generation call (the backend batches). ``answer_format`` is the data configuration's (sft and rank).
+    ``on_records`` gets every record once, as soon as it is made: a generated one as its answer arrives, also
+    when a stopping error (:class:`BackendError`, raised naming the instance) ends the call."""
     fmt = answer_format
     records: list[dict | None] = [None] * len(instances)
+    keep = on_records or (lambda made: None)
     ranked = [i for i, inst in enumerate(instances) if is_ranked(inst, protocol)]
     if ranked:
         requests = [rank_request(instances[i], mode, fmt) for i in ranked]
         for i, (prompt, _), scored in zip(ranked, requests, backend.loglikelihood(requests, adapter=adapter)):
             records[i] = ranked_record(instances[i], prompt, scored, rank_score)
+        keep([records[i] for i in ranked])
     generated = [i for i in range(len(instances)) if records[i] is None]
     if generated:
         # ER/VP under the rank protocol are asked with the sft prompts.
         asked = {i: "sft" if protocol == "rank" else protocol for i in generated}
         prompts = {i: messages(instances[i], asked[i], mode, fmt) for i in generated}
+
+        def arrived(answers) -> None:
+            made = []
+            for k, answer in answers:
+                i = generated[k]
+                records[i] = generated_record(instances[i], asked[i], prompts[i], answer, fmt)
+                made.append(records[i])
+            keep(made)
+
+        arrivals = Arrivals(arrived)
         try:
             texts = backend.generate(
                 [prompts[i] for i in generated],
                 max_new_tokens=[max_new_tokens(instances[i], asked[i], max_tokens, fmt) for i in generated],
                 constraints=[constraint(instances[i], asked[i], fmt) if constrained else None for i in generated],
-                adapter=adapter)
-        except BackendError as stop:  # name the instance; hand back what finished, to be kept
+                adapter=adapter, on_answers=arrivals)
+        except BackendError as stop:  # keep what finished; name the instance
+            arrivals.rest(stop.partial)
             stop.where = instances[generated[stop.index]].id if stop.index is not None else None
-            stop.records = [r for r in records if r is not None] + [
-                generated_record(instances[i], asked[i], prompts[i], done, fmt)
-                for i, done in zip(generated, stop.partial) if done is not None]
             raise
-        for i, text in zip(generated, texts):
-            records[i] = generated_record(instances[i], asked[i], prompts[i], text, fmt)
+        arrivals.rest(texts)
     return records  # type: ignore[return-value]

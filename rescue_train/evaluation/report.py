@@ -22,32 +22,40 @@ RESULTS are results.json files or run folders holding one.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
 from .. import paper
 from ..data import taxonomy
-from ..io import write_json_atomic
+from ..io import check_record, read_json, write_json_atomic
 from ..scoring.metric_uncertainty import paired_differences, result_uncertainty
-from ..scoring.metrics import NO_ANSWER, SCOPES, table5_row, task_labels, top1
+from ..scoring.metrics import NO_ANSWER, RECORD_FIELDS, SCOPES, table5_row, task_labels, top1
 from ..scoring.uncertainty import BOOTSTRAP_DRAWS, BOOTSTRAP_SEED, FEW_CLUSTERS, holm, minimal_detectable_difference
 from ..tasks import TASKS, ReportColumn, report_columns
 
 ALPHA, POWER = 0.05, 0.8
+# What the tables read from an evaluation's results.json (its records, when it has them, are checked too).
+RESULTS_FIELDS = {"table5": dict, "aggregates": dict}
 EXPECTED_ACCURACY = "expected_accuracy"
 
 
-def load_results(path: str | Path) -> dict[str, Any]:
+def load_results(path: str | Path, record_fields: dict[str, Any] = RECORD_FIELDS,
+                 need_records: bool = False) -> dict[str, Any]:
+    """An evaluation's results.json (or the one in a run folder); a document, or one of its records, not of the
+    expected shape stops with the file and the field. ``record_fields``: what each record must hold;
+    ``need_records``: refuse a results file without records (the tables alone do without them)."""
     path = Path(path)
     file = path / "results.json" if path.is_dir() else path
     if not file.exists():
         raise FileNotFoundError(f"{file}: no results.json (run rescue-train eval first)")
-    data = json.loads(file.read_text())
-    if "table5" not in data or "aggregates" not in data:
-        raise ValueError(f"{file}: not an evaluation results file (no table5/aggregates)")
-    return data
+    what = "an evaluation results file"
+    results = read_json(file, RESULTS_FIELDS, what)
+    if need_records or "records" in results:
+        check_record(results, {"records": list}, str(file), what)
+    for number, record in enumerate(results.get("records", [])):
+        check_record(record, record_fields, f"{file}: records[{number}]", "a prediction record")
+    return results
 
 
 def name_of(results: dict[str, Any]) -> str:

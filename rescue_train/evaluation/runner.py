@@ -4,8 +4,10 @@ A run folder holds:
 
 * ``run.json`` – the run's identity: the hash of everything that decides the predictions (config, model,
   adapter weights, data fingerprint, split manifest) and the hash of the scoring settings (judge, BERTScore);
-* ``predictions.jsonl`` – one prediction record per finished instance, appended and fsynced chunk by chunk;
-* ``scores.jsonl`` – judge and BERTScore results per instance, appended the same way;
+* ``predictions.jsonl`` – one prediction record per finished instance, appended and fsynced as it arrives
+  (an API answer at once, a local batch when it is done);
+* ``scores.jsonl`` – judge and BERTScore results per instance, appended chunk by chunk (the judge's verdicts
+  are cached in ``judge_cache.jsonl`` as they arrive);
 * ``results.json`` – the final document (written atomically).
 
 A killed run resumes from the two jsonl files without recomputing finished instances; a torn last line
@@ -17,28 +19,40 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
+import warnings
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
 from ..data import load_benchmark
 from ..data.splits import SplitManifest, assign_units, check_leakage, make_manifest
-from ..inference import BackendError, make_backend
-from ..io import append_jsonl, read_jsonl, write_json_atomic
+from ..executor import executor_info
+from ..inference import make_backend
+from ..inference.factory import check_model
+from ..io import append_jsonl, output_folder, own_folder, read_json, read_jsonl, write_json_atomic
 from ..provenance import config_hash, git_commit, versions
 from ..scoring.judge import judge_budget, judge_retries, make_judge_backend, needs_judging
 from ..scoring.metric_uncertainty import result_uncertainty
-from ..scoring.metrics import aggregate, table5_row, task_labels
+from ..scoring.metrics import RECORD_FIELDS, aggregate, table5_row, task_labels
 from ..settings import flatten
 from ..tasks import TASKS, Instance, build
 from .config import RUNTIME_KEYS, EvalConfig, budget_override, to_dict
-from .models import ModelSpec, backend_spec, resolve_model
+from .models import ModelSpec, backend_spec, problems_before_work, resolve_model
 from .protocols import predict
 from .usage import print_estimate, usage_totals
 
 RESULTS_FORMAT = "rescue-train/eval-results/v1"
 DEFAULT_CHUNK = {"hf": None, "vllm": 1024, "openai": 64}
+# What the evaluator's records hold, read back: the metrics', and what the judge, the report and the audit read.
+PREDICTION_FIELDS = {**RECORD_FIELDS, "id": str, "unit": str, "sample_id": str, "parse_status": str,
+                     "scores": dict}
+SCORE_FIELDS = {"id": str}
+RUN_FILES = ("run.json",)  # what marks a run folder made before output folders carried their marker
+
+
+class EmptyAnswers(ValueError):
+    """Most of a run's server answers were empty: its scores would measure the server, not the model."""
 
 
 @dataclass
@@ -152,7 +166,7 @@ class RunFolder:
         path.mkdir(parents=True, exist_ok=True)
         run_file = path / "run.json"
         if run_file.exists():
-            known = json.loads(run_file.read_text())
+            known = read_json(run_file, {"prediction_hash": str}, "an evaluation's run.json")
             if known.get("prediction_hash") != prediction_hash:
                 if not overwrite:
                     differ = differing_keys(known.get("identity") or {}, identity or {}) if known.get("identity") \
@@ -171,11 +185,11 @@ class RunFolder:
                                      "scoring_hash": scoring_hash, "identity": identity})
 
     def done_predictions(self) -> dict[str, dict]:
-        return {r["id"]: r for r in read_jsonl(self.predictions)}
+        return {r["id"]: r for r in read_jsonl(self.predictions, PREDICTION_FIELDS, "a prediction record")}
 
     def done_scores(self) -> dict[str, dict]:
         merged: dict[str, dict] = {}
-        for line in read_jsonl(self.scores):
+        for line in read_jsonl(self.scores, SCORE_FIELDS, "a score line"):
             merged.setdefault(line["id"], {}).update({k: v for k, v in line.items() if k != "id"})
         return merged
 
@@ -208,7 +222,8 @@ class LazyBackend:
         saved = folder / "backend.json"
         if self.backend is not None:
             write_json_atomic(saved, self.backend.describe())
-        return json.loads(saved.read_text()) if saved.exists() else {"backend": self.cfg.backend}
+        return read_json(saved, {"backend": str}, "a backend description") if saved.exists() \
+            else {"backend": self.cfg.backend}
 
     def close(self) -> None:
         if self.owned and self.backend is not None:
@@ -230,24 +245,146 @@ def predict_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: Ev
     identity = prediction_identity(cfg, spec, variant, data)
     folder = RunFolder(variant.output, config_hash(identity), config_hash(scoring_identity(cfg)), cfg.overwrite,
                        identity)
+    merge_shards(folder, config_hash(identity))
     done = folder.done_predictions()
     todo = [inst for task in cfg.tasks for inst in data.instances[task] if inst.id not in done]
     chunk = cfg.chunk or DEFAULT_CHUNK[cfg.backend] or cfg.batch_size
     print_estimate(cfg, todo, [i for task in cfg.tasks for i in data.instances[task]], done, folder)
     with _progress(len(todo), f"{variant.name}: predict", cfg.progress) as bar:
-        for part in _chunks(todo, chunk):
-            try:
-                records = predict(backend.get(), part, protocol=cfg.protocol, mode=cfg.data.mode,
-                                  answer_format=cfg.data.answer_format, adapter=variant.adapter,
-                                  max_tokens=budget_override(cfg), constrained=cfg.constrained,
-                                  rank_score=cfg.rank_score)
-            except BackendError as stop:  # keep what finished, so that the rerun resumes after it
-                append_jsonl(folder.predictions, stop.records)
-                raise
+        def keep(records: list[dict]) -> None:  # on disk as they arrive: a kill re-asks nothing that came back
             append_jsonl(folder.predictions, records)
             done.update((r["id"], r) for r in records)
-            bar.update(len(part))
+            bar.update(len(records))
+
+        for part in _chunks(todo, chunk):
+            predict(backend.get(), part, protocol=cfg.protocol, mode=cfg.data.mode,
+                    answer_format=cfg.data.answer_format, adapter=variant.adapter, max_tokens=budget_override(cfg),
+                    constrained=cfg.constrained, rank_score=cfg.rank_score, on_records=keep)
     return Predicted(identity, folder, done, backend.describe(folder.path))
+
+
+# ---------------------------------------------------------------- data-parallel engines (data_parallel=N)
+
+SHARDS = ".shards-"  # RUN/.shards-<prediction hash>/shard<k>/: what engine k predicted, until it is merged
+ENGINE = "import sys; from rescue_train.evaluation.runner import predict_shard; predict_shard(sys.argv[1])"
+
+
+def merge_shards(folder: RunFolder, prediction_hash: str) -> None:
+    """Append what the data-parallel engines of this run predicted (its hash's shard folders) to its predictions,
+    once per instance, then remove the shard folders; those of another hash are stale and only removed."""
+    import shutil
+
+    for root in sorted(folder.path.glob(SHARDS + "*")):
+        if root.name == SHARDS + prediction_hash:
+            done = set(folder.done_predictions())
+            new = []
+            for record in (r for shard in sorted(root.glob("shard*")) for r in read_jsonl(shard / "predictions.jsonl")):
+                if record["id"] not in done:
+                    done.add(record["id"])
+                    new.append(record)
+            append_jsonl(folder.predictions, new)
+            described = sorted(root.glob("shard*/backend.json"))
+            if described:
+                write_json_atomic(folder.path / "backend.json",
+                                  {**read_json(described[0], {}, "an engine's backend description"),
+                                   "data_parallel": len(described)})
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def predict_sharded(cfg: EvalConfig, spec: ModelSpec, chosen: list[Variant], data: EvalData) -> None:
+    """What every variant still lacks, predicted by ``cfg.data_parallel`` vLLM engine processes, each on its own
+    GPU group of ``tensor_parallel_size`` GPUs (on CPU, its share of the cores) and each given a contiguous share
+    of the instances (a dialogue's instances stay together for the prefix cache). Each engine writes through
+    :func:`predict_variant` into shard folders that are merged into the variants' own: a kill loses nothing that
+    finished, and a rerun, with any ``data_parallel``, resumes. A failed engine is reported with its log's tail,
+    after the others finish."""
+    import math
+    import os
+    import pickle
+    import subprocess
+    import sys
+    import time
+    from dataclasses import replace
+
+    from ..executor import local_slots, visible_gpus
+
+    instances = [inst for task in cfg.tasks for inst in data.instances[task]]
+    work = []
+    for variant in chosen:
+        identity = prediction_identity(cfg, spec, variant, data)
+        folder = RunFolder(variant.output, config_hash(identity), config_hash(scoring_identity(cfg)), cfg.overwrite,
+                           identity)
+        merge_shards(folder, config_hash(identity))
+        done = folder.done_predictions()
+        work.append((variant, folder, config_hash(identity), {i.id for i in instances if i.id not in done}))
+    total = sum(len(todo) for *_, todo in work)
+    if not total:
+        return
+    engines = min(cfg.data_parallel, len(instances))
+    size = math.ceil(len(instances) / engines)
+    slots = local_slots(engines, cfg.tensor_parallel_size if visible_gpus() else 0)
+    logs = (chosen[0].output if len(chosen) == 1 else chosen[0].output.parent) / "data_parallel"
+    logs.mkdir(parents=True, exist_ok=True)
+    shard_cfg = replace(cfg, data_parallel=1, progress=False, overwrite=False)
+    started, outputs = [], []
+    for k, slot in enumerate(slots):
+        part = {i.id for i in instances[k * size:(k + 1) * size]}
+        jobs = []
+        for variant, _, prediction_hash, todo in work:
+            mine = part & todo
+            if mine:
+                shard = Variant(variant.name, variant.adapter, variant.output / f"{SHARDS}{prediction_hash}" /
+                                f"shard{k}", variant.provenance)
+                jobs.append((shard, replace(data, instances={t: [i for i in data.instances[t] if i.id in mine]
+                                                             for t in cfg.tasks})))
+                outputs.append(shard.output / "predictions.jsonl")
+        if not jobs:
+            continue
+        request = logs / f"engine{k}.pickle"
+        request.write_bytes(pickle.dumps((shard_cfg, spec, jobs)))
+        with open(logs / f"engine{k}.log", "w", encoding="utf-8") as log:
+            started.append((k, subprocess.Popen([sys.executable, "-c", ENGINE, str(request)], stdout=log,
+                                                stderr=subprocess.STDOUT,
+                                                env={**os.environ, **slot.env(cfg.tensor_parallel_size)})))
+    try:
+        with _progress(total, f"predict ({len(started)} engines)", cfg.progress) as bar:
+            while True:
+                running = any(process.poll() is None for _, process in started)
+                count = sum(path.read_bytes().count(b"\n") for path in outputs if path.exists())
+                bar.update(count - bar.n)
+                if not running:
+                    break
+                time.sleep(1.0)
+    except BaseException:  # stop the engines; what they finished is merged on the next run
+        for _, process in started:
+            process.terminate()
+        raise
+    for _, folder, prediction_hash, _ in work:
+        merge_shards(folder, prediction_hash)
+    failed = [(k, process.returncode) for k, process in started if process.returncode != 0]
+    if failed:
+        from ..executor import log_tail
+
+        raise ValueError("; ".join(f"data-parallel engine {k} failed (exit status {status}); the end of "
+                                   f"{logs / f'engine{k}.log'}:\n{log_tail(logs / f'engine{k}.log')}"
+                                   for k, status in failed) + "\nFinished instances are kept: rerun to resume.")
+    for k, _ in started:
+        (logs / f"engine{k}.pickle").unlink(missing_ok=True)
+
+
+def predict_shard(request: str) -> None:
+    """One data-parallel engine, in the process :func:`predict_sharded` started: its share of every variant,
+    predicted through :func:`predict_variant` into that variant's shard folder (the code of one engine)."""
+    import pickle
+
+    with open(request, "rb") as handle:
+        cfg, spec, jobs = pickle.load(handle)
+    lazy = LazyBackend(cfg, spec)
+    try:
+        for variant, data in jobs:
+            predict_variant(cfg, spec, variant, data, lazy)
+    finally:
+        lazy.close()
 
 
 def score_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalData, predicted: Predicted,
@@ -359,7 +496,7 @@ def scored(tasks: list[str], records: list[dict], judge_on_failure: str) -> dict
     uncertainty = {task: result_uncertainty(task, by_task[task], task_labels(task), aggregates[task])
                    for task in tasks}
     return {
-        "counts": {task: {scope: {k: agg[k] for k in ("n", "parse_failures", "truncated", "refused", "judge_failures")
+        "counts": {task: {scope: {k: agg[k] for k in ("n", "parse_failures", "truncated", "refused", "empty", "judge_failures")
                                   if k in agg}
                           for scope, agg in aggregates[task].items()} for task in tasks},
         "usage": usage_totals(records),
@@ -386,6 +523,7 @@ def write_results(cfg, spec, variant, data, backend_info, identity, folder, reco
         "backend": backend_info,
         "versions": versions(),
         "git_commit": git_commit(),
+        "executor": executor_info(),
         "seed": cfg.seed,
         "data": {"source": data.source, "fingerprint": data.fingerprint, "notes": data.notes},
         "split": data.split,
@@ -396,22 +534,54 @@ def write_results(cfg, spec, variant, data, backend_info, identity, folder, reco
     return results
 
 
+def check_empty_answers(cfg: EvalConfig, variant: Variant, records: list[dict]) -> None:
+    """Refuse to score a run where most generated answers came back empty from the server (a broken server or
+    model name, not the model's skill), unless ``allow_empty_answers``; warn about a few."""
+    asked = [r for r in records if r.get("raw") is not None]  # ranked records have no answer text
+    empty = sum(r.get("parse_error") == "empty" for r in asked)
+    if not empty:
+        return
+    what = (f"{variant.output}: the server answered nothing to {empty} of {len(asked)} prompts, even when asked "
+            f"again (max_retries={cfg.max_retries}); they count as parse failures with reason 'empty'")
+    if 2 * empty > len(asked) and not cfg.allow_empty_answers:
+        raise EmptyAnswers(f"{what}. Check the server (base_url, model); the answers are kept in predictions.jsonl: "
+                           "pass allow_empty_answers=true to score them, or delete that file to ask again")
+    warnings.warn(what, UserWarning, stacklevel=2)
+
+
 def run(cfg: EvalConfig, *, backend=None, judge_backend=None) -> list[dict]:
     """Evaluate every variant (base and/or adapters) of ``cfg``; returns the results documents.
     ``backend``/``judge_backend`` replace the configured ones (tests, or reuse of a started engine)."""
+    found = problems_before_work(cfg, model=backend is None, judge=judge_backend is None)
+    if found:
+        raise ValueError("; ".join(found))
     spec = resolve_model(cfg)
+    if backend is None and cfg.backend != "openai":  # before anything is written: a typo leaves no run folder
+        check_model(spec.model, "model")
+    if judge_backend is None and cfg.judge.backend in ("hf", "vllm"):
+        check_model(cfg.judge.model, "judge.model")
     if cfg.data.split == "none" and spec.run_dirs and not cfg.run:
         print("warning: data.split=none evaluates on the whole benchmark, including what the adapter was trained "
               "on; run=RUN_DIR evaluates on the run's held-out test fold with its prompts")
     data = load_instances(cfg)
-    lazy = LazyBackend(cfg, spec, backend)
-    try:
-        predicted = [(v, predict_variant(cfg, spec, v, data, lazy)) for v in variants(cfg, spec)]
-    finally:
-        lazy.close()  # every prediction is made: free the device before a local judge model or engine starts
-    scorers = make_scorers(cfg, judge_backend)
-    try:
-        return [score_variant(cfg, spec, v, data, p, scorers) for v, p in predicted]
-    finally:
-        for scorer in scorers:
-            scorer.close()
+    chosen = variants(cfg, spec)
+    with ExitStack() as held:  # one writer per run folder
+        if len(chosen) > 1:
+            own_folder(chosen[0].output.parent, "eval", [f"{v.output.name}/run.json" for v in chosen])
+        for variant in chosen:
+            held.enter_context(output_folder(variant.output, "eval", RUN_FILES))
+        lazy = LazyBackend(cfg, spec, backend)
+        try:
+            if cfg.data_parallel > 1 and backend is None:
+                predict_sharded(cfg, spec, chosen, data)
+            predicted = [(v, predict_variant(cfg, spec, v, data, lazy)) for v in chosen]
+        finally:
+            lazy.close()  # every prediction is made: free the device before a local judge model or engine starts
+        for variant, done in predicted:
+            check_empty_answers(cfg, variant, [done.records[i.id] for task in cfg.tasks for i in data.instances[task]])
+        scorers = make_scorers(cfg, judge_backend)
+        try:
+            return [score_variant(cfg, spec, v, data, p, scorers) for v, p in predicted]
+        finally:
+            for scorer in scorers:
+                scorer.close()

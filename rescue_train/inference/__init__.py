@@ -1,9 +1,9 @@
 """Inference backends: ``hf`` (transformers), ``vllm`` (offline engine) and ``openai`` (any compatible API),
 their shared options, and the factory that starts one from a :class:`BackendSpec`."""
 
-from .base import Backend, BackendError, ChatEncoder, Completion, Messages, Scored, as_completion
+from .base import Arrivals, Backend, BackendError, ChatEncoder, Completion, Messages, Scored, as_completion
 from .factory import BACKENDS, BackendSpec, make_backend
 from .options import ApiOptions, EngineOptions
 
-__all__ = ["BACKENDS", "ApiOptions", "Backend", "BackendError", "BackendSpec", "ChatEncoder", "Completion",
+__all__ = ["BACKENDS", "ApiOptions", "Arrivals", "Backend", "BackendError", "BackendSpec", "ChatEncoder", "Completion",
            "EngineOptions", "Messages", "Scored", "as_completion", "make_backend"]

@@ -4,7 +4,9 @@ A backend answers two kinds of request:
 
 * ``generate``: greedy text for chat prompts, optionally constrained to a closed set of answers
   (``{"choice": [...]}``) or a JSON schema (``{"json": schema}``) where the backend supports it; a plain
-  string, or a :class:`Completion` that also says how the answer ended (API backends);
+  string, or a :class:`Completion` that also says how the answer ended (API backends). ``on_answers`` hears of
+  answers as they arrive (an API's one by one, a local batch at a time), so that callers write them at once:
+  see :class:`Arrivals`;
 * ``loglikelihood``: the summed log-probability of each continuation (a candidate's answer text) after a
   chat prompt, used by the rank protocol.
 
@@ -14,7 +16,7 @@ Local backends (hf, vllm) encode prompts with :class:`ChatEncoder`, so both see 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ..chat import answer_end, fit_prompt, folds_system, render, special_tokens
 
@@ -25,12 +27,14 @@ Messages = list[dict[str, str]]
 class Completion:
     """A generated answer and how it ended. ``finish_reason`` is the server's (``stop``, ``length``,
     ``content_filter``; None where a backend does not say), ``usage`` its token counts when it reports them,
-    ``refusal`` why an answer is empty when a content policy refused it. Backends may return plain strings."""
+    ``refusal`` why an answer is empty when a content policy refused it, ``empty`` that a server answered
+    nothing however often it was asked. Backends may return plain strings."""
 
     text: str
     finish_reason: str | None = None
     usage: dict[str, int] | None = None
     refusal: str | None = None
+    empty: bool = False
 
 
 def as_completion(item: str | Completion) -> Completion:
@@ -40,19 +44,40 @@ def as_completion(item: str | Completion) -> Completion:
 class BackendError(RuntimeError):
     """A request failed in a way that stops the run (the CLI exits 2 with the message). ``index`` is the
     failing prompt's position in the ``generate`` call, ``partial`` the answers that finished before the stop
-    (None for the rest), so that callers keep them (``records``: the finished prediction records) and name
-    the instance (``where``)."""
+    (None for the rest), so that callers keep them and name the instance (``where``)."""
 
     def __init__(self, message: str, index: int | None = None):
         super().__init__(message)
         self.message, self.index = message, index
         self.partial: list[Completion | None] = []
-        self.records: list[dict[str, Any]] = []
         self.where: str | None = None
 
     def __str__(self) -> str:
         suffix = " Finished instances are kept: rerun the same command to resume."
         return (f"{self.where}: " if self.where else "") + self.message + suffix
+
+
+Arrived = list[tuple[int, "str | Completion"]]  # (position in the generate call, answer) pairs
+
+
+class Arrivals:
+    """Hands every answer of one ``generate`` call to ``keep`` once, as soon as it is there: passed as
+    ``on_answers``, it hears of answers as the backend gets them; ``rest`` then hands over whatever the
+    backend did not report (a backend that reports nothing, the answers that finished before a stop), so a kill
+    loses no answer that had come back."""
+
+    def __init__(self, keep: Callable[[Arrived], None]):
+        self.keep = keep
+        self.kept: set[int] = set()
+
+    def __call__(self, arrived: Arrived) -> None:
+        new = [(i, answer) for i, answer in arrived if answer is not None and i not in self.kept]
+        self.kept.update(i for i, _ in new)
+        if new:
+            self.keep(new)
+
+    def rest(self, answers: Sequence["str | Completion | None"]) -> None:
+        self(list(enumerate(answers)))
 
 
 @dataclass(frozen=True)
@@ -68,8 +93,9 @@ class Backend:
     can_rank = True  # False where the backend cannot score given text (most API endpoints)
 
     def generate(self, prompts: Sequence[Messages], *, max_new_tokens: Sequence[int],
-                 constraints: Sequence[dict[str, Any] | None] | None = None, adapter: str | None = None
-                 ) -> list[str | Completion]:
+                 constraints: Sequence[dict[str, Any] | None] | None = None, adapter: str | None = None,
+                 on_answers: Callable[[Arrived], None] | None = None) -> list[str | Completion]:
+        """The answers, in order; ``on_answers`` (optional) is called with those that arrived, as they arrive."""
         raise NotImplementedError
 
     def loglikelihood(self, requests: Sequence[tuple[Messages, Sequence[str]]], *,

@@ -4,8 +4,13 @@ start backends here, each from its own settings."""
 
 from __future__ import annotations
 
+import importlib.util
+import subprocess
+import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from ..settings import ConfigError
 from .base import Backend
 from .options import ApiOptions, EngineOptions
 
@@ -23,6 +28,33 @@ class BackendSpec:
     batch_size: int = 8  # prompts per batch (hf)
     seed: int = 0  # sampling seed (vllm)
     progress: bool = True  # progress bars (vllm)
+
+
+def looks_local(name: str) -> bool:
+    """Whether a model name can only be a folder: a Hugging Face id is NAME or OWNER/NAME, never a path that
+    starts with ``/``, ``.`` or ``~`` or has more than one slash."""
+    return name.startswith(("/", ".", "~")) or name.count("/") > 1
+
+
+def check_model(name: str, key: str = "model") -> None:
+    """Refuse, naming ``key``, a model that is neither a folder here nor a model id the Hugging Face Hub (or its
+    local cache, offline) knows: checked before a command writes anything, so that a typo leaves no run
+    folder behind. A path-like name that does not exist is "no such folder"."""
+    if name == "tiny" or Path(name).expanduser().exists():
+        return
+    if looks_local(name):
+        raise ConfigError(f"{key}={name}: no such folder (current directory: {Path.cwd()})")
+    from huggingface_hub.errors import HFValidationError
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.from_pretrained(name)
+    except (OSError, HFValidationError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"{key}={name}: no such folder here, and no model of that name on the Hugging Face Hub "
+                          f"(or in its cache, offline): {first}") from None
+    except ValueError:  # a model transformers reads only with options (remote code): the loader will say
+        return
 
 
 def local_model(model: str) -> str:
@@ -54,3 +86,28 @@ def make_backend(spec: BackendSpec) -> Backend:
                        max_model_len=engine.max_model_len, gpu_memory_utilization=engine.gpu_memory_utilization,
                        tensor_parallel_size=engine.tensor_parallel_size, seed=spec.seed,
                        engine_args=dict(engine.engine_args or {}), progress=spec.progress)
+
+
+def backend_problems(backend: str, api: ApiOptions | None = None, prefix: str = "", *,
+                     separate_process: bool = False) -> list[str]:
+    """What would stop ``backend`` from starting, found before any work starts (each one line): vLLM missing from
+    this environment (``separate_process``: also try importing it in a fresh interpreter, as the runs that will
+    use it do), an OpenAI-compatible endpoint without a key or that does not answer."""
+    if backend == "vllm":
+        from .vllm import INSTALL_HINT
+
+        problem = None
+        if importlib.util.find_spec("vllm") is None:
+            problem = "it is not installed"
+        elif separate_process:
+            tried = subprocess.run([sys.executable, "-c", "import vllm"], capture_output=True, text=True, timeout=600)
+            if tried.returncode != 0:
+                problem = "importing it fails: " + (tried.stderr.strip().splitlines() or ["?"])[-1]
+        return [f"{prefix}backend=vllm needs vLLM in this environment ({sys.executable}), and {problem}; "
+                f"{INSTALL_HINT}"] if problem else []
+    if backend == "openai":
+        from .openai import endpoint_problem
+
+        problem = endpoint_problem(api or ApiOptions(), prefix)
+        return [problem] if problem else []
+    return []

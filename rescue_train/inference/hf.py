@@ -112,7 +112,7 @@ class HFBackend(Backend):
         return ids, mask
 
     def generate(self, prompts: Sequence[Messages], *, max_new_tokens: Sequence[int],
-                 constraints=None, adapter: str | None = None) -> list[str]:
+                 constraints=None, adapter: str | None = None, on_answers=None) -> list[str]:
         import torch
 
         encoded = [self.encoder.prompt_ids(m) for m in prompts]
@@ -129,6 +129,8 @@ class HFBackend(Backend):
                     # Greedy rows are independent, so cutting at the row's own limit equals generating with it.
                     new = out[row, ids.shape[1]:ids.shape[1] + max_new_tokens[i]].tolist()
                     texts[i] = self.encoder.decode(new)
+                if on_answers is not None:
+                    on_answers([(i, texts[i]) for i in batch])
         return texts
 
     def loglikelihood(self, requests: Sequence[tuple[Messages, Sequence[str]]], *,

@@ -16,6 +16,8 @@ Error policy (docs/evaluation.md):
 * any other 4xx stops the run at once with the server's own message (:class:`BackendError`);
 * 408, 429, 5xx, timeouts and connection errors are retried with exponential backoff (the server's
   Retry-After is honoured), ``max_retries`` times, then stop the run;
+* an empty answer (no text, though the budget was not spent) is retried like a transient error, then kept as
+  an ``empty`` answer (``Completion.empty``): the instance counts as a parse failure with reason ``empty``;
 * a malformed answer (not JSON, an HTML page, no choices, no message, null content) stops the run;
 * a server that does not answer within ``timeout`` seconds counts as a timeout.
 
@@ -32,10 +34,10 @@ import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ..tasks.answers import clean_text
-from .base import Backend, BackendError, Completion, Messages
+from .base import Arrived, Backend, BackendError, Completion, Messages
 
 log = logging.getLogger(__name__)
 
@@ -56,12 +58,44 @@ UNSUPPORTED_WORDS = re.compile(r"unsupported|not supported|unrecogni[sz]ed|unkno
                                r"extra (?:field|input)s?|unexpected|use '?max_", re.I)
 
 
+def endpoint_problem(api, prefix: str = "") -> str | None:
+    """Why the endpoint of ``api`` (:class:`~rescue_train.inference.options.ApiOptions`) cannot serve, found before
+    any work: OpenAI's own API without a key, or a server that does not answer at all. Any HTTP answer counts as
+    reachable (an unknown path, a refused key: the requests themselves then say what is wrong)."""
+    import urllib.error
+    import urllib.request
+
+    key = os.environ.get(api.api_key_env)
+    if not key and api.base_url is None:
+        return (f"{prefix}backend=openai: set the API key in the environment variable {api.api_key_env} (or name "
+                f"another one with {prefix}api_key_env=...), or give {prefix}base_url= of a local server")
+    url = (api.base_url or "https://api.openai.com/v1").rstrip("/") + "/models"
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {key}"} if key else {})
+    try:
+        urllib.request.urlopen(request, timeout=min(api.timeout, 20.0)).close()
+    except urllib.error.HTTPError:
+        return None  # it answered
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return (f"{prefix}base_url={api.base_url or 'https://api.openai.com/v1'}: the server does not answer "
+                f"({reason}); start it, or correct {prefix}base_url")
+    return None
+
+
 class _Retry(Exception):
     """A transient failure: try again after ``wait`` seconds (None: our own backoff)."""
 
     def __init__(self, message: str, wait: float | None = None):
         super().__init__(message)
         self.wait = wait
+
+
+class _Empty(_Retry):
+    """An empty answer: asked again like a transient failure; ``answer`` is kept when no retry helps."""
+
+    def __init__(self, message: str, answer: Completion):
+        super().__init__(message)
+        self.answer = answer
 
 
 class OpenAIBackend(Backend):
@@ -131,6 +165,8 @@ class OpenAIBackend(Backend):
             try:
                 return self._attempt(messages, max_tokens, constraint, model)
             except _Retry as exc:
+                if attempt >= self.max_retries and isinstance(exc, _Empty):
+                    return exc.answer
                 if attempt >= self.max_retries:
                     raise BackendError(self._scrub(f"{exc} (gave up after {attempt + 1} attempts, "
                                                    f"max_retries={self.max_retries})")) from None
@@ -226,6 +262,9 @@ class OpenAIBackend(Backend):
                 return Completion("", finish, usage)
             raise BackendError(self._scrub(f"{self._where()} answered with null content (finish_reason "
                                            f"{finish!r}): {_snippet(text)!r}"))
+        if not content.strip() and finish != "length":
+            raise _Empty(f"{self._where()} answered an empty message (finish_reason {finish!r})",
+                         Completion(content, finish, usage, empty=True))
         return Completion(content, finish, usage)
 
     def _where(self) -> str:
@@ -239,9 +278,10 @@ class OpenAIBackend(Backend):
 
     def generate(self, prompts: Sequence[Messages], *, max_new_tokens: Sequence[int],
                  constraints: Sequence[dict[str, Any] | None] | None = None,
-                 adapter: str | None = None) -> list[Completion]:
-        """Answers in order. The first stopping error cancels the requests not yet sent and is raised with
-        the answers that finished (``partial``) and the failing prompt's ``index``."""
+                 adapter: str | None = None, on_answers: Callable[[Arrived], None] | None = None) -> list[Completion]:
+        """Answers in order, each handed to ``on_answers`` as it arrives. The first stopping error cancels the
+        requests not yet sent and is raised with the answers that finished (``partial``) and the failing prompt's
+        ``index``."""
         # An adapter served by `vllm serve --lora-modules NAME=PATH` is addressed by its name as the model.
         model = adapter or self.model
         constraints = constraints or [None] * len(prompts)
@@ -268,6 +308,9 @@ class OpenAIBackend(Backend):
                 except BackendError as exc:
                     if failure is None:
                         failure, failure.index = exc, futures[future]
+                    continue
+                if on_answers is not None and answers[futures[future]] is not None:
+                    on_answers([(futures[future], answers[futures[future]])])
         finally:  # on an interrupt too: drop what is queued, wait only for the requests in flight
             pool.shutdown(wait=True, cancel_futures=True)
         if failure is not None:

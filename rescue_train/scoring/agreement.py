@@ -12,10 +12,11 @@ and the agreement is sentence-level (see rescue_train/audit/agreement.py).
 from __future__ import annotations
 
 import csv
-import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Sequence
+
+from ..io import iter_jsonl
 
 
 def gwet_ac1(a: Sequence[int], b: Sequence[int], categories: Sequence[int]) -> float | None:
@@ -45,11 +46,10 @@ def agreement(judge: Sequence[int], human: Sequence[int], low: int, high: int, w
 
 
 def read_human(path: Path) -> list[dict[str, Any]]:
-    text = path.read_text(encoding="utf-8")
     if path.suffix == ".jsonl":
-        rows = [(i, json.loads(line)) for i, line in enumerate(text.splitlines(), start=1) if line.strip()]
+        rows = list(iter_jsonl(path))
     else:
-        rows = list(enumerate(csv.DictReader(text.splitlines()), start=2))
+        rows = list(enumerate(csv.DictReader(path.read_text(encoding="utf-8").splitlines()), start=2))
     out = []
     for line, row in rows:
         try:

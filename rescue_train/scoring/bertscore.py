@@ -27,10 +27,10 @@ class BertScoreConfig:
     model: str = field(default="distilbert-base-uncased", metadata=meaning(
         "a name bert-score knows, a local folder, or none"))
     num_layers: Optional[int] = field(default=None, metadata=meaning(
-        "None: bert-score's default for a known name (distilbert: 5)"))
+        "None: bert-score's default for a known name (distilbert: 5)", low=1))
     idf: bool = field(default=False, metadata=meaning("weight tokens by inverse document frequency (the references')"))
     rescale: bool = field(default=False, metadata=meaning("rescale with bert-score's baseline (known models only)"))
-    batch_size: int = field(default=64, metadata=meaning("pairs per BERTScore batch"))
+    batch_size: int = field(default=64, metadata=meaning("pairs per BERTScore batch", low=1))
     device: Optional[str] = field(default=None, metadata=meaning("cpu, cuda, ... (default: a GPU when there is one)"))
 
 

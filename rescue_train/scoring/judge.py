@@ -28,6 +28,7 @@ from typing import Any, Optional, Sequence
 
 from ..inference import (
     ApiOptions,
+    Arrivals,
     Backend,
     BackendError,
     BackendSpec,
@@ -54,13 +55,14 @@ class JudgeConfig(ApiOptions):
         "the judge model (a local path, a hub name, or the API model name)"))
     vp_scale: str = field(default="likert5", metadata=meaning(
         "the paper's 1-5 Likert; ref0to6 = the reference scripts' 0-2 + 0-4"))
-    max_new_tokens: Optional[int] = field(default=None, metadata=meaning("default 256, 4096 when the judge reasons"))
-    batch_size: int = field(default=8, metadata=meaning("prompts per judge batch (hf)"))
+    max_new_tokens: Optional[int] = field(default=None, metadata=meaning(
+        "default 256, 4096 when the judge reasons", low=1))
+    batch_size: int = field(default=8, metadata=meaning("prompts per judge batch (hf)", low=1))
     cache: bool = field(default=True, metadata=meaning(
         "readable verdicts kept in OUTPUT/judge_cache.jsonl by (judge model, prompt hash)"))
     retries: Optional[int] = field(default=None, metadata=meaning(
         "asks again per unreadable verdict within a run; default 2 for backend=openai, 0 for a local judge "
-        "(greedy: the same prompt gets the same answer)"))
+        "(greedy: the same prompt gets the same answer)", low=0))
     on_failure: str = field(default="floor", metadata=meaning(
         "an unreadable verdict scores the bottom of the scale (floor) or leaves the means (exclude)"))
 
@@ -150,9 +152,11 @@ def parse(task: str, text: str, vp_scale: str) -> dict[str, Any]:
 
 
 def rubric_verdict(chosen: Rubric, answer: Completion) -> dict[str, Any]:
-    """The parsed verdict of one judge answer; a refused or cut-short answer is a failed verdict."""
+    """The parsed verdict of one judge answer; a refused, empty or cut-short answer is a failed verdict."""
     if answer.refusal:
         return {"judge_score": None, "judge_status": "failed", "judge_error": f"refused: {answer.refusal}"}
+    if answer.empty:
+        return {"judge_score": None, "judge_status": "failed", "judge_error": "empty"}
     parsed = read_score(chosen, answer.text)
     if parsed["judge_status"] != "ok" and (answer.finish_reason == "length" or unfinished_reasoning(answer.text)):
         parsed["judge_error"] = "truncated"
@@ -197,7 +201,7 @@ class JudgeCache:
     def get(self, key: str) -> Completion | None:
         entry = self.entries.get(key)
         return None if entry is None else Completion(entry["raw"], entry.get("finish_reason"), entry.get("usage"),
-                                                     entry.get("refusal"))
+                                                     entry.get("refusal"), bool(entry.get("empty")))
 
     def verdict(self, key: str, chosen: Rubric) -> Completion | None:
         """The cached answer when it reads as a verdict under ``chosen`` (a cache written before unreadable
@@ -209,7 +213,7 @@ class JudgeCache:
         # A key already present holds an answer that did not read (the caller asks only for those): the new
         # line replaces it, here and when the file is read back (the last line of a key wins).
         new = list({key: {"key": key, "judge_model": model, "raw": a.text, "finish_reason": a.finish_reason,
-                          "usage": a.usage, "refusal": a.refusal}
+                          "usage": a.usage, "refusal": a.refusal, "empty": a.empty}
                     for key, a in answers if a.finish_reason != "length"}.values())
         self.entries.update((e["key"], e) for e in new)
         if new and self.path is not None:
@@ -263,21 +267,21 @@ class Judge:
 
     def _ask(self, asked: list[tuple[int, int]], prompts: dict, checks: dict, keys: dict,
              records: Sequence[dict[str, Any]]) -> list[Completion]:
-        """One round of judge calls; the readable answers go to the cache as they come (on a stopping API
-        error too, which is raised again naming the record)."""
+        """One round of judge calls; the readable answers go to the cache as they arrive, so that a kill pays
+        for none of them again (on a stopping API error too, which is raised again naming the record)."""
 
-        def keep(pairs) -> None:
-            self.cache.put(self.model, [(keys[ik], a) for ik, a in pairs
-                                        if a is not None and readable(checks[ik].rubric, a)])
+        def keep(arrived) -> None:
+            now = [(asked[k], as_completion(text)) for k, text in arrived]
+            self.cache.put(self.model, [(keys[ik], a) for ik, a in now if readable(checks[ik].rubric, a)])
 
+        arrivals = Arrivals(keep)
         try:
             texts = self.backend.generate(
                 [prompts[ik] for ik in asked], max_new_tokens=[self.max_new_tokens] * len(asked),
-                constraints=[{"json": rubric_schema(checks[ik].rubric)} for ik in asked])
+                constraints=[{"json": rubric_schema(checks[ik].rubric)} for ik in asked], on_answers=arrivals)
         except BackendError as stop:
-            keep(zip(asked, stop.partial))
+            arrivals.rest(stop.partial)
             stop.where = f"judging {records[asked[stop.index][0]]['id']}" if stop.index is not None else "judge"
             raise
-        answers = [as_completion(t) for t in texts]
-        keep(zip(asked, answers))
-        return answers
+        arrivals.rest(texts)
+        return [as_completion(t) for t in texts]

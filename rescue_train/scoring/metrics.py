@@ -28,6 +28,9 @@ from ..tasks.answers import WORD
 SCOPES = ("couple", "family", "both")
 RANK_DEPTH = 3  # the paper scores the top-3 list: MRR is 0 when the gold is not among them
 NO_ANSWER = "<no answer>"
+# What any prediction record holds for its scoring (the evaluator's, the baselines', the kept classifiers'); read
+# back, a record is checked for these (rescue_train.io.check_record) before anything is scored.
+RECORD_FIELDS = {"task": str, "scenario": str, "gold": object, "prediction": object}
 
 
 def gold_rank(gold: str, ranking: Sequence[str], depth: int = RANK_DEPTH) -> int:
@@ -321,6 +324,7 @@ def aggregate(task: str, records: Sequence[dict], label_spaces: dict[str, Sequen
         metrics["parse_failures"] = sum(r.get("parse_status") != "ok" for r in chosen)
         metrics["truncated"] = sum(r.get("parse_error") == "truncated" for r in chosen)
         metrics["refused"] = sum(str(r.get("parse_error") or "").startswith("refused") for r in chosen)
+        metrics["empty"] = sum(r.get("parse_error") == "empty" for r in chosen)
         out[scope] = metrics
     return out
 

@@ -35,36 +35,37 @@ class ModelSettings:
 
 @dataclass
 class LoraSettings:
-    r: int = field(default=16, metadata=meaning("LoRA rank"))
-    alpha: int = field(default=32, metadata=meaning("LoRA scaling alpha"))
-    dropout: float = field(default=0.05, metadata=meaning("LoRA dropout"))
+    r: int = field(default=16, metadata=meaning("LoRA rank", low=1))
+    alpha: int = field(default=32, metadata=meaning("LoRA scaling alpha", low=1))
+    dropout: float = field(default=0.05, metadata=meaning("LoRA dropout", low=0, below=1))
     target_modules: Any = field(default="all-linear", metadata=meaning(
         "modules LoRA adapts: all-linear, a list of names, or a regular expression (presets set their model's)"))
 
 
 @dataclass
 class TrainSettings:
-    epochs: float = field(default=3.0, metadata=meaning("training epochs"))
-    max_steps: int = field(default=-1, metadata=meaning("> 0 overrides epochs"))
-    batch_size: int = field(default=4, metadata=meaning("per device"))
-    grad_accum: int = field(default=4, metadata=meaning("effective batch = batch_size x grad_accum x processes"))
-    lr: float = field(default=2e-4, metadata=meaning("peak learning rate"))
+    epochs: float = field(default=3.0, metadata=meaning("training epochs", above=0))
+    max_steps: int = field(default=-1, metadata=meaning("> 0 overrides epochs", low=1, also=(-1,)))
+    batch_size: int = field(default=4, metadata=meaning("per device", low=1))
+    grad_accum: int = field(default=4, metadata=meaning("effective batch = batch_size x grad_accum x processes", low=1))
+    lr: float = field(default=2e-4, metadata=meaning("peak learning rate", above=0))
     scheduler: str = field(default="cosine", metadata=meaning("transformers' lr scheduler name"))
-    warmup: float = field(default=0.03, metadata=meaning("< 1: a share of the steps; >= 1: a number of steps"))
-    weight_decay: float = field(default=0.0, metadata=meaning("AdamW weight decay"))
-    max_grad_norm: float = field(default=1.0, metadata=meaning("gradient clipping"))
-    max_length: int = field(default=4096, metadata=meaning("tokens; longer instances are dropped (counted)"))
+    warmup: float = field(default=0.03, metadata=meaning("< 1: a share of the steps; >= 1: a number of steps", low=0))
+    weight_decay: float = field(default=0.0, metadata=meaning("AdamW weight decay", low=0))
+    max_grad_norm: float = field(default=1.0, metadata=meaning("gradient clipping", low=0))
+    max_length: int = field(default=4096, metadata=meaning("tokens; longer instances are dropped (counted)", low=1))
     packing: bool = field(default=False, metadata=meaning("pack instances into max_length rows"))
     precision: str = field(default="auto", metadata=meaning(
         "auto (bf16 on a GPU that has it natively, else fp32) | bf16 | fp16 | fp32"))
     gradient_checkpointing: bool = field(default=False, metadata=meaning(
         "recompute activations in the backward pass (less memory; presets of large models set it)"))
-    logging_steps: int = field(default=10, metadata=meaning("log every N steps"))
-    eval_steps: int = field(default=100, metadata=meaning("validation loss and a checkpoint every N steps"))
-    save_total_limit: int = field(default=2, metadata=meaning("checkpoints kept"))
-    early_stopping_patience: int = field(default=0, metadata=meaning("> 0: stop after N evaluations without gain"))
+    logging_steps: int = field(default=10, metadata=meaning("log every N steps", low=1))
+    eval_steps: int = field(default=100, metadata=meaning("validation loss and a checkpoint every N steps", low=0))
+    save_total_limit: int = field(default=2, metadata=meaning("checkpoints kept", low=1))
+    early_stopping_patience: int = field(default=0, metadata=meaning(
+        "> 0: stop after N evaluations without gain", low=0))
     report_to: List[str] = field(default_factory=lambda: ["tensorboard"], metadata=meaning("tensorboard, wandb, none"))
-    num_workers: int = field(default=0, metadata=meaning("data loader workers"))
+    num_workers: int = field(default=0, metadata=meaning("data loader workers", low=0))
 
 
 @dataclass
@@ -81,7 +82,7 @@ class LoraRunConfig:
         "task -> mixing weight: its share of training draws, e.g. {ssp: 1.0}"))
     output_dir: Optional[str] = field(default=None, metadata=meaning(
         "the run folder (adapter, logs, provenance); default runs/<name>/<model.name>/fold<data.test_fold>"))
-    seed: int = field(default=0, metadata=meaning("training seed (the split seed is data.split_seed)"))
+    seed: int = field(default=0, metadata=meaning("training seed (the split seed is data.split_seed)", low=0))
     resume: str = field(default="auto", metadata=meaning(
         "auto: continue from the last checkpoint in output_dir if any; true: must; false: start over"))
     data: DataConfig = field(default_factory=DataConfig)
@@ -130,5 +131,6 @@ def load_config(recipe: str, overrides: Sequence[str] = ()) -> LoraRunConfig:
         cfg.model.name = Path(cfg.model.path.rstrip("/")).name
     if cfg.output_dir is None:
         cfg.output_dir = f"runs/{cfg.name}/{cfg.model.name}/fold{cfg.data.test_fold}"
+    cfg.resume = str(cfg.resume).lower()  # resume=false reads as the boolean False, written 'False'
     validate(cfg)
     return cfg

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..convert import ConvertConfig, convert
+from ..io import read_json, read_records
 from ..tasks import get_task
 from .config import LoraRunConfig
 from .weighting import STRATEGIES, class_key, class_weights, sampling_weights
@@ -33,12 +34,8 @@ def convert_config(cfg: LoraRunConfig, out: Path) -> ConvertConfig:
 
 
 def _golds(task_dir: Path) -> dict[str, Any]:
-    golds = {}
-    with open(task_dir / "instances.jsonl", encoding="utf-8") as handle:
-        for line in handle:
-            record = json.loads(line)
-            golds[record["id"]] = record["gold"]
-    return golds
+    return {record["id"]: record["gold"]
+            for record in read_records(task_dir / "instances.jsonl", {"id": str, "gold": object}, "an instance")}
 
 
 def _split(folder: Path, split: str):
@@ -113,5 +110,6 @@ def prepare(cfg: LoraRunConfig, run_dir: Path, is_main: bool, barrier) -> TrainD
     if is_main:
         convert(convert_config(cfg, data_dir))
     barrier()
-    meta = json.loads((data_dir / "convert_meta.json").read_text())
+    meta = read_json(data_dir / "convert_meta.json", {"source": str, "source_fingerprint": str, "manifest_hash": str,
+                                                      "tasks": dict}, "a conversion's metadata")
     return load_fold(cfg, data_dir, meta)

@@ -7,10 +7,9 @@ the run it came from.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from ..io import write_json_atomic
+from ..io import read_json, write_json_atomic
 from ..provenance import unfinished_training_run, versions
 from .models import compute_dtype
 
@@ -22,7 +21,7 @@ def merge(run_dir: Path, out: Path) -> Path:
     provenance_file = run_dir / "provenance.json"
     if not provenance_file.exists():
         raise FileNotFoundError(f"{provenance_file} not found: is {run_dir} a run folder of `rescue-train train`?")
-    prov = json.loads(provenance_file.read_text())
+    prov = read_json(provenance_file, {"base_model": str}, "a training run's provenance")
     unfinished_training_run(run_dir, prov)
     adapter = run_dir / prov.get("adapter", "adapter")
     if not (adapter / "adapter_config.json").exists():

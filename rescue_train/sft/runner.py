@@ -16,21 +16,29 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import shutil
 import time
+from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ..io import write_json_atomic
+from ..executor import executor_info
+from ..inference.factory import check_model
+from ..io import output_folder, read_json, write_json_atomic, write_text_atomic
 from ..model_card import write_model_card
-from ..settings import to_yaml
 from ..provenance import config_hash, git_commit, versions
+from ..settings import flatten, read_yaml, to_yaml
 from . import data as run_data
 from .config import LoraRunConfig
 from .models import compute_dtype, load_model, load_tokenizer, lora_config, resolve_model_path
 
 log = logging.getLogger(__name__)
 ADAPTER_DIR = "adapter"
+# Where a run lives and how it was restarted do not make it another run (a folder may be moved).
+NOT_IDENTITY = ("output_dir", "resume")
+# What marks a run folder made before output folders carried their marker (rescue_train.io).
+RUN_FILES = ("provenance.json", "config.yaml")
 
 
 def training_args(cfg: LoraRunConfig, run_dir: Path, has_validation: bool):
@@ -115,22 +123,62 @@ def provenance(cfg: LoraRunConfig, resolved: dict, base_path: str, train_data, e
         "base_quantization": cfg.model.quantization,
         "data": train_data.meta, "manifest_hash": train_data.meta["manifest_hash"],
         "split_manifest": "data/split_manifest.json", "config_hash": config_hash(resolved),
-        "git_commit": git_commit(), "versions": versions(), **extra,
+        "git_commit": git_commit(), "versions": versions(), "executor": executor_info(), **extra,
     }
 
 
-def run(cfg: LoraRunConfig) -> Path:
-    """Train the recipe ``cfg``; returns the run folder."""
-    from .trainer import RescueSFTTrainer
+def _identity(tree: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in flatten(tree).items() if k.split(".")[0] not in NOT_IDENTITY}
 
+
+def previous_run(cfg: LoraRunConfig) -> str | None:
+    """The status of the training run already in ``cfg.output_dir`` (``running``: killed, or still going;
+    ``finished``), once it is known to be this configuration's run; None when there is none, or ``resume=false``
+    starts the folder over. A run of another configuration is refused: resuming it, or training a finished one
+    again, would not give the run either configuration describes."""
     run_dir = Path(cfg.output_dir).resolve()
-    resolved = asdict(cfg)
+    if cfg.resume == "false" or not (run_dir / "provenance.json").is_file():
+        return None
+    status = read_json(run_dir / "provenance.json", {"status": str}, "a training run's provenance")["status"]
+    if (run_dir / "config.yaml").is_file():
+        before, now = _identity(read_yaml(run_dir / "config.yaml")), _identity(asdict(cfg))
+        differ = sorted(k for k in before.keys() | now.keys() if before.get(k) != now.get(k))
+        if differ:
+            shown = "; ".join(f"{k}: {before.get(k)!r} there, {now.get(k)!r} here" for k in differ[:3])
+            raise ValueError(f"{run_dir} holds a {status} training run with another configuration ({shown}); choose "
+                             "another output_dir, or pass resume=false to start that folder over")
+    return status
+
+
+def already_finished(cfg: LoraRunConfig) -> bool:
+    """Whether ``cfg``'s run is in its folder and finished: it is not trained again."""
+    return previous_run(cfg) == "finished"
+
+
+def run(cfg: LoraRunConfig) -> Path:
+    """Train the recipe ``cfg``; returns the run folder. A finished run of ``cfg`` is left as it is; a killed one
+    resumes from its last complete checkpoint, drawing the batches the uninterrupted run would have drawn."""
+    run_dir = Path(cfg.output_dir).resolve()
+    if previous_run(cfg) == "finished":
+        return run_dir
+    if not cfg.model.path.startswith("package:"):
+        check_model(resolve_model_path(cfg.model.path), "model.path")  # before anything is written
     checkpoint = last_checkpoint(run_dir, cfg.resume)
     args, dtype = training_args(cfg, run_dir, has_validation=True)
+    with output_folder(run_dir, "train", RUN_FILES) if args.process_index == 0 else nullcontext():
+        if cfg.resume == "false":  # starting over: no checkpoint of the run before may stand in for this one's
+            shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
+        _train(cfg, run_dir, checkpoint, args, dtype)
+    return run_dir
+
+
+def _train(cfg: LoraRunConfig, run_dir: Path, checkpoint: str | None, args, dtype) -> None:
+    from .trainer import RescueSFTTrainer
+
+    resolved = asdict(cfg)
     is_main = args.process_index == 0
     if is_main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.yaml").write_text(to_yaml(cfg), encoding="utf-8")
+        write_text_atomic(run_dir / "config.yaml", to_yaml(cfg))  # other ranks may be reading the last one
     train_data = run_data.prepare(cfg, run_dir, is_main, barrier=args.distributed_state.wait_for_everyone)
     if train_data.validation is None:
         log.warning("fold %s has no validation instances: no evaluation loss, no early stopping", cfg.data.test_fold)
@@ -168,4 +216,3 @@ def run(cfg: LoraRunConfig) -> Path:
             "metrics": metrics, "best_checkpoint": trainer.state.best_model_checkpoint, **template}))
         write_model_card(run_dir)
     args.distributed_state.wait_for_everyone()
-    return run_dir

@@ -6,9 +6,12 @@ the answer's end-of-turn token, as the evaluator renders and scores them.
 
 The dataset may carry two per-instance columns (see :mod:`.weighting`):
 
-* ``sample_weight`` – draw probability; the training sampler becomes a seeded ``WeightedRandomSampler``
-  (with replacement, one epoch = as many draws as instances). Seeded identically on every rank, so
-  accelerate's batch sharding hands each rank a different slice of the same draw sequence.
+* ``sample_weight`` – draw probability; the training sampler becomes an :class:`EpochWeightedSampler`
+  (with replacement, one epoch = as many draws as instances) whose draws in epoch e depend only on (seed, e).
+  So every rank draws the same sequence (accelerate's batch sharding hands each rank a different slice of
+  it), and a resumed run draws what the uninterrupted run drew: the trainer re-creates the data loader,
+  calls ``set_epoch`` for the epoch it resumes in and skips the batches already trained
+  (``accelerate.skip_first_batches``).
 * ``class_weight`` – weight of the instance's answer tokens in the training loss. The evaluation loss is
   always the plain token mean, so ``eval_loss`` stays comparable across balancing options.
 
@@ -25,6 +28,33 @@ import torch
 from trl import SFTTrainer
 
 from ..chat import check_training_template, end_loss_at_turn_end, fold_system, special_tokens
+
+
+def epoch_seed(seed: int, epoch: int) -> int:
+    """A generator seed for (training seed, epoch): numpy's SeedSequence keeps the streams of different pairs
+    apart (seed + epoch would give seed 1's first epoch the draws of seed 0's second)."""
+    import numpy as np
+
+    return int(np.random.SeedSequence((seed, epoch)).generate_state(1, np.uint64)[0])
+
+
+class EpochWeightedSampler(torch.utils.data.WeightedRandomSampler):
+    """Weighted draws with replacement, as many per epoch as there are instances, seeded by (seed, epoch).
+
+    The trainer (and accelerate's data loader) call ``set_epoch`` before each epoch; the generator is seeded
+    afresh on every pass, so no draw depends on how many passes this object made before (a resumed run makes
+    fewer)."""
+
+    def __init__(self, weights, seed: int):
+        super().__init__(weights, num_samples=len(weights), replacement=True)
+        self.seed, self.epoch = seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self):
+        self.generator = torch.Generator().manual_seed(epoch_seed(self.seed, self.epoch))
+        return super().__iter__()
 
 
 class ClassWeightCollator:
@@ -90,9 +120,7 @@ class RescueSFTTrainer(SFTTrainer):
         if self.train_dataset is None or "sample_weight" not in self.train_dataset.column_names:
             return super()._get_train_sampler(train_dataset)
         weights = torch.tensor(self.train_dataset["sample_weight"], dtype=torch.float64)
-        generator = torch.Generator().manual_seed(self.args.seed)
-        return torch.utils.data.WeightedRandomSampler(weights, num_samples=len(weights), replacement=True,
-                                                      generator=generator)
+        return EpochWeightedSampler(weights, self.args.data_seed if self.args.data_seed is not None else self.args.seed)
 
     def _count_tokens(self, inputs: dict[str, Any]) -> None:
         total = inputs["input_ids"].numel()

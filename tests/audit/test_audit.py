@@ -334,7 +334,7 @@ def test_dialogue_file_errors_name_file_line_and_field(tmp_path):
     with pytest.raises(ValueError, match=r"d.jsonl:1: dialogue 'd:1': messages\[1\].role: expected user, assistant"):
         load_dialogues(path)
     path.write_text('{"messages": [{"role": "user", "content": "hi"}]}\nnot json\n')
-    with pytest.raises(ValueError, match="d.jsonl:2: not JSON"):
+    with pytest.raises(ValueError, match=r"d.jsonl:2: not valid JSON \(Expecting value\)$"):
         load_dialogues(path)
     path.write_text('{"id": 1, "messages": []}\n\n{"id": 1, "messages": []}\n')
     with pytest.raises(ValueError, match="d.jsonl:3: dialogue id '1' repeats line 1"):

@@ -61,7 +61,7 @@ def test_bad_input_is_one_clear_error(tmp_path, capsys):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"task": "rpp"}\n')
     assert rescue_train(["baselines", "bundled", "--predictions", f"m={bad}"]) == 2
-    assert f"{bad}:1: prediction record lacks scenario, gold, prediction" in capsys.readouterr().err
+    assert f"{bad}:1: a prediction record lacks 'scenario', 'gold', 'prediction'" in capsys.readouterr().err
 
 
 def test_config_errors():

@@ -51,8 +51,9 @@ def test_training_and_rank_commands(tmp_path):
                           "rank.backend=vllm", "rank.args=[max_model_len=4096]"])
     run_dir = tmp_path / "run"
     assert training_command(config, "sqrt_weights", 2, 1, run_dir) == [
-        sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(shipped("configs/accelerate") /
-                                                                                  "single_gpu.yaml"), "--num_processes", "2",
+        sys.executable, "-m", "rescue_train", "launch", "--config_file", str(shipped("configs/accelerate") /
+                                                                              "single_gpu.yaml"),
+        "--gpu_ids", "all", "--main_process_port", "0", "--num_processes", "2",
         "--main_process_port", "0", "-m", "rescue_train", "train", "recipe=ssp_lora", "model=tiny",
         "data.context=3", "train.eval_steps=0", "seed=1", "data.test_fold=2", "balance.strategy=sqrt_weights",
         f"output_dir={run_dir}"]
@@ -102,23 +103,74 @@ def test_lora_compare_rejects_bad_settings_clearly(argv, message):
 
 
 
+def test_lora_compare_checks_what_it_needs_before_the_first_run(tmp_path, monkeypatch, capsys):
+    """vLLM for rank.backend=vllm (here a vllm whose import fails, as PyPI's torchvision breaks it beside the CPU
+    torch), sbatch for launch.executor=slurm, enough GPUs: each one line, before any folder or run exists."""
+    fake = tmp_path / "site"
+    (fake / "vllm").mkdir(parents=True)
+    (fake / "vllm" / "__init__.py").write_text("raise RuntimeError('operator torchvision::nms does not exist')\n")
+    monkeypatch.setenv("PYTHONPATH", str(fake))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))  # no sbatch
+    out = tmp_path / "cmp"
+    base = ["recipe=ssp_lora", "model=tiny", "strategies=[none]", f"output_dir={out}"]
+    assert cli(["compare", *base, "rank.backend=vllm"]) == 2
+    error = capsys.readouterr().err
+    assert "rank.backend=vllm needs vLLM in this environment" in error and "importing it fails: RuntimeError: " \
+        "operator torchvision::nms does not exist; bash scripts/setup.sh puts it beside training" in error
+    assert cli(["compare", *base, "launch.executor=slurm"]) == 2
+    assert "launch.executor=slurm needs SLURM's sbatch, and none is on PATH" in capsys.readouterr().err
+    assert cli(["compare", *base, "launch.parallel=2", "launch.gpus_per_run=1"]) == 2
+    assert "launch.parallel=2 x launch.gpus_per_run=1 needs 2 GPUs; 0 visible" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_a_failed_lora_run_is_reported_with_its_logs_tail(tmp_path, capsys):
+    out = tmp_path / "cmp"
+    argv = ["recipe=ssp_lora", "model=tiny", "strategies=[none]", "test_folds=[0]", f"output_dir={out}",
+            "launch.args=--no-such-launch-flag"]
+    assert cli(["compare", *argv]) == 2
+    error = capsys.readouterr().err
+    assert "1 of 1 runs failed (the others are recorded; rerun the same command to retry the failed ones)" in error
+    assert "none/fold0_seed0: step 1 of 2" in error and "no-such-launch-flag" in error
+    log = (out / "work" / "none" / "fold0_seed0.train.log").read_text()
+    assert log.startswith("$ ") and "--no-such-launch-flag" in log.splitlines()[-1]
+    assert not (out / "runs" / "none" / "fold0_seed0.json").exists()
+
+
+# One LoRA comparison on the tiny model (two strategies, two folds, one step each), run one run after another; the
+# executor tests below run the `none` half of it again, in parallel and on SLURM.
+TINY_LORA = ["recipe=ssp_lora", "model=tiny", "test_folds=[0,1]", "seeds=[0]", f"launch.config_file={CPU_CONFIG}",
+             "train.max_steps=1", "train.batch_size=2", "train.grad_accum=1", "train.max_length=1024",
+             "train.report_to=[none]", "data.context=2", "evaluation.bootstrap=50", "evaluation.permutations=100"]
+
+
+@pytest.fixture(scope="module")
+def sequential(tmp_path_factory):
+    """The comparison's dry run (it trains the first run to time it), then the whole comparison: the output folder
+    and what the dry run printed."""
+    import contextlib
+    import io
+
+    out = tmp_path_factory.mktemp("sequential") / "cmp"
+    argv = [*TINY_LORA, "strategies=[sqrt_sampling_sqrt_weights]", f"output_dir={out}"]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert cli(["compare", *argv, "dry_run=true"]) == 0
+    dry = printed.getvalue()
+    assert (out / "runs" / "none" / "fold0_seed0.json").exists() and not (out / "results.json").exists()
+    assert cli(["compare", *argv]) == 0
+    return out, argv, dry
+
+
 @pytest.mark.slow
-def test_lora_compare_tiny_two_strategies_two_folds_end_to_end(tmp_path, capsys):
+def test_lora_compare_tiny_two_strategies_two_folds_end_to_end(sequential, tmp_path):
     from rescue_train.classifiers.classifier import load_cls_rows
     from rescue_train.data.splits import SplitManifest
 
-    out = tmp_path / "cmp"
-    argv = ["recipe=ssp_lora", "model=tiny", "strategies=[sqrt_sampling_sqrt_weights]", "test_folds=[0,1]",
-            "seeds=[0]", f"output_dir={out}", f"launch.config_file={CPU_CONFIG}", "train.max_steps=1",
-            "train.batch_size=2", "train.grad_accum=1", "train.max_length=1024", "train.report_to=[none]",
-            "data.context=2", "evaluation.bootstrap=50", "evaluation.permutations=100"]
-    # Dry run: nothing is finished, so it trains the first run to time it.
-    assert cli(["compare", *argv, "dry_run=true"]) == 0
-    printed = capsys.readouterr().out
-    assert "4 runs (2 strategies x folds x 1 seeds): 1 finished, 3 to run; about" in printed
-    assert (out / "runs" / "none" / "fold0_seed0.json").exists() and not (out / "results.json").exists()
-
-    assert cli(["compare", *argv]) == 0
+    out, argv, dry = sequential
+    # Dry run: nothing was finished, so it trained the first run to time it.
+    assert "4 runs (2 strategies x folds x 1 seeds): 1 finished, 3 to run; about" in dry
     results = json.loads((out / "results.json").read_text())
     assert results["learner"] == "lora" and list(results["strategies"]) == ["none", "sqrt_sampling_sqrt_weights"]
     assert results["folds"] == [0, 1]
@@ -136,7 +188,7 @@ def test_lora_compare_tiny_two_strategies_two_folds_end_to_end(tmp_path, capsys)
     first = record["predictions"][0]
     assert sorted(first["prediction"]) == sorted(first["label_scores"]) and first["parse_status"] == "ok"
     run_dir = out / "work" / "sqrt_sampling_sqrt_weights" / "fold1_seed0"
-    log = (run_dir / "train.log").read_text()
+    log = (run_dir.parent / "fold1_seed0.train.log").read_text()
     assert f"--config_file {CPU_CONFIG}" in log and "data.test_fold=1" in log
     assert (run_dir / "adapter" / "adapter_config.json").exists() and not (run_dir / "checkpoints").exists()
     provenance = json.loads((run_dir / "provenance.json").read_text())
@@ -147,6 +199,18 @@ def test_lora_compare_tiny_two_strategies_two_folds_end_to_end(tmp_path, capsys)
     assert cli(["compare", *argv]) == 0
     assert (out / "runs" / "none" / "fold0_seed0.json").stat().st_mtime_ns == stamp
     assert json.loads((out / "results.json").read_text())["scopes"] == results["scopes"]
+    # Killed after a run finished training but before its record was written: the relaunched training leaves the
+    # finished run alone, and its rank evaluation resumes on the same adapter.
+    record_file = out / "runs" / "none" / "fold0_seed0.json"
+    recorded = json.loads(record_file.read_text())
+    adapter = (out / "work" / "none" / "fold0_seed0" / "adapter" / "adapter_model.safetensors").read_bytes()
+    record_file.unlink()
+    assert cli(["compare", *argv]) == 0
+    again = json.loads(record_file.read_text())
+    assert again["learner_info"]["rank_eval"] == recorded["learner_info"]["rank_eval"]
+    assert (out / "work" / "none" / "fold0_seed0" / "adapter" / "adapter_model.safetensors").read_bytes() == adapter
+    assert f"already finished: {out / 'work' / 'none' / 'fold0_seed0'}" in \
+        (out / "work" / "none" / "fold0_seed0.train.log").read_text()
     # Classifiers and LLMs in one table, each strategy tested against the `none` of its own kind.
     cls_argv = ["recipe=ssp_cls", "strategies=[inverse_freq]", "test_folds=[0,1]", f"output_dir={tmp_path / 'cls'}",
                 "evaluation.bootstrap=50", "evaluation.permutations=100", "plots=false"]
@@ -159,3 +223,59 @@ def test_lora_compare_tiny_two_strategies_two_folds_end_to_end(tmp_path, capsys)
     assert both["n"] == len(tested) and both["strategies"]["lora:none"]["estimate"] == \
         results["scopes"]["both"]["strategies"]["none"]["estimate"]
     assert both["strategies"]["sklearn:inverse_freq"]["vs_none"]["macro_f1"]["reference"] == "sklearn:none"
+
+
+def _records(out: Path) -> dict:
+    return {fold: json.loads((out / "runs" / "none" / f"fold{fold}_seed0.json").read_text()) for fold in (0, 1)}
+
+
+def _rerun_none_runs(out: Path, extra: list[str]) -> dict:
+    """The sequential comparison's `none` runs done again in its own folder (so every path is the same) under
+    other launch settings; the folder is put back as it was afterwards. Returns the new records after checking
+    that they predict exactly what the sequential ones did: the same prediction hash (it covers the adapter's
+    weights, byte for byte, and every setting) and the same ranked predictions with every log-likelihood."""
+    import shutil
+
+    theirs = _records(out)
+    kept = out.with_name(out.name + "-kept")
+    shutil.copytree(out, kept, symlinks=True)
+    try:
+        shutil.rmtree(out / "runs" / "none")
+        shutil.rmtree(out / "work" / "none")
+        assert cli(["compare", *TINY_LORA, "strategies=[none]", f"output_dir={out}", *extra]) == 0
+        mine = _records(out)
+        for fold in (0, 1):
+            assert mine[fold]["learner_info"]["rank_eval"]["prediction_hash"] == \
+                theirs[fold]["learner_info"]["rank_eval"]["prediction_hash"]
+            assert mine[fold]["predictions"] == theirs[fold]["predictions"]
+            mine[fold]["provenance"] = json.loads((out / "work" / "none" / f"fold{fold}_seed0" /
+                                                   "provenance.json").read_text())
+            mine[fold]["rank_results"] = json.loads(Path(mine[fold]["learner_info"]["rank_eval"]["results"]).read_text())
+        return mine
+    finally:
+        shutil.rmtree(out)
+        kept.rename(out)
+
+
+@pytest.mark.slow
+def test_lora_runs_in_parallel_predict_what_they_predict_one_after_another(sequential):
+    from rescue_train.executor import usable_cpus
+
+    records = _rerun_none_runs(sequential[0], ["launch.parallel=2", "launch.gpus_per_run=0"])
+    threads = str(max(1, len(usable_cpus()) // 2))
+    for record in records.values():
+        executor = record["learner_info"]["executor"]
+        assert (executor["kind"], executor["threads"], executor["gpus"]) == ("local", threads, [])
+        assert record["provenance"]["executor"] == record["rank_results"]["executor"] == executor
+
+
+@pytest.mark.slow
+def test_lora_runs_on_slurm_predict_what_they_predict_locally(sequential, slurm):
+    records = _rerun_none_runs(sequential[0], slurm)
+    jobs = set()
+    for record in records.values():
+        executor = record["learner_info"]["executor"]
+        assert executor["kind"] == "slurm" and executor["threads"] == "1" and executor["job_id"]
+        assert record["provenance"]["executor"]["job_id"] == executor["job_id"]
+        jobs.add(executor["job_id"])
+    assert len(jobs) == 2

@@ -1,5 +1,6 @@
 """``rescue-train cv`` without training: the pooling's refusals on hand-made inputs, the settings it refuses, the
-family note, the job list it builds, the judge calls it plans, and the shared job runner."""
+family note, the job list it builds, the judge calls it plans, the checks before work, and each phase handed to
+the executor."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from rescue_train.cli import main as cli
 from rescue_train.cv.config import load_config
 from rescue_train.cv.plan import eval_dir, family_notes, prepare, run_dir, training_jobs, fold_eval_jobs, zero_shot_job
 from rescue_train.cv.pool import PoolingError, pool
-from rescue_train.jobs import Job, Outcome, Step, run_jobs, training_command
+from rescue_train.executor import Job, Step
+from rescue_train.jobs import LaunchSettings, training_command
 
 FAST = ["recipe=ssp_lora", "model=tiny", "data.folds=3"]
 
@@ -152,6 +154,16 @@ def test_the_job_list_trains_every_fold_with_the_shared_manifest_and_evaluates_i
     assert [list(step.argv) for step in training[1].steps] == [training_command(
         config.launch, "ssp_lora", ["model=tiny", "data.folds=3", "train.max_steps=2", "data.test_fold=1",
                                     f'data.manifest="{manifest}"'], run_dir(tmp_path, 1))]
+    # The launch command compare's runs use too: rescue-train launch, every visible GPU, a free rendezvous port.
+    cpu = Path(__file__).resolve().parents[2] / "configs" / "accelerate" / "cpu.yaml"
+    assert list(training[1].steps[0].argv) == [
+        sys.executable, "-m", "rescue_train", "launch", "--config_file", str(cpu), "--gpu_ids", "all",
+        "--main_process_port", "0", "-m", "rescue_train", "train", "recipe=ssp_lora", "model=tiny", "data.folds=3",
+        "train.max_steps=2", "data.test_fold=1", f'data.manifest="{manifest}"', f"output_dir={run_dir(tmp_path, 1)}"]
+    # The done checks travel into SLURM jobs: they pickle, and read the same folders back.
+    import pickle
+
+    assert pickle.loads(pickle.dumps(training[1].steps[0].done))() is False
     assert training[1].steps[0].log == tmp_path / "logs" / "train_fold1.log" and not training[1].done()
     assert training[1].steps[0].done == training[1].done
     evaluations = fold_eval_jobs(plan)
@@ -207,8 +219,9 @@ def test_a_changed_configuration_is_refused_naming_the_key(tmp_path, capsys, mon
     err = capsys.readouterr().err
     assert "holds a cross-validation made with other settings (changed: training.train.lr); use another " \
            "output_dir" in err
-    # Runtime settings of the evaluations, the folds and the baseline may change.
-    assert cli(["cv", *FAST, "eval.batch_size=2", "folds=[1]", "baseline=none", f"output_dir={tmp_path}"]) == 2
+    # Runtime settings of the evaluations, the folds, the baseline and where the jobs execute may change.
+    assert cli(["cv", *FAST, "eval.batch_size=2", "folds=[1]", "baseline=none", "launch.parallel=2",
+                "launch.gpus_per_run=0", f"output_dir={tmp_path}"]) == 2
     assert "stopped" in capsys.readouterr().err
 
 
@@ -216,31 +229,63 @@ def _done(path: Path) -> bool:
     return path.exists()
 
 
-def test_run_jobs_runs_what_is_not_done_in_order_and_stops_at_a_failure(tmp_path):
-    marker = tmp_path / "b.done"
+@pytest.mark.parametrize("argv, message", [
+    (["launch.executor=cloud"], "launch.executor must be one of local, slurm, got 'cloud'"),
+    (["launch.parallel=0"], "launch.parallel=0: expected >= 1"),
+    (["launch.gpus_per_run=-1"], "launch.gpus_per_run=-1: expected >= 0"),
+    (["launch.slurm.timeout_min=0"], "launch.slurm.timeout_min=0: expected >= 1"),
+    (["launch.parallel=2", "launch.gpus_per_run=1", "dry_run=true"],
+     "launch.parallel=2 x launch.gpus_per_run=1 needs 2 GPUs; 0 visible (CUDA_VISIBLE_DEVICES=)"),
+    (["eval.judge.backend=openai", "eval.judge.model=x", "eval.judge.base_url=http://127.0.0.1:9",
+      "recipe=er_lora"], "eval.judge.base_url=http://127.0.0.1:9: the server does not answer"),
+])
+def test_launch_and_evaluation_settings_are_checked_before_anything_is_written(argv, message, tmp_path, capsys,
+                                                                               monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # no GPU, whatever the machine has
+    out = tmp_path / "out"
+    assert cli(["cv", *FAST, *argv, f"output_dir={out}"]) == 2
+    assert message in capsys.readouterr().err and not out.exists()
+
+
+def test_run_phase_hands_the_jobs_to_the_executor_records_each_and_names_every_failed_one(tmp_path, capsys):
+    """Jobs done before are skipped, a failed job lets the others finish and be recorded (with what executed
+    them), then one error names every failed job with its log's tail."""
+    from rescue_train.cv.runner import run_phase
+
+    plan = SimpleNamespace(config=SimpleNamespace(launch=LaunchSettings(parallel=2, gpus_per_run=0)), out=tmp_path,
+                           instances=[])
+    marker = tmp_path / "fold2.done"
     write = "import pathlib, sys; pathlib.Path(sys.argv[1]).write_text('x'); print('ran', sys.argv[1])"
-    jobs = [Job("a", (Step((sys.executable, "-c", "print('never')"), tmp_path / "a.log"),), partial(_done, tmp_path)),
-            Job("b", (Step((sys.executable, "-c", "print('skipped step')"), tmp_path / "b0.log",
-                           partial(_done, tmp_path)),
-                      Step((sys.executable, "-c", write, str(marker)), tmp_path / "b.log")), partial(_done, marker))]
-    seen = []
-    outcomes = run_jobs(jobs, on_done=lambda o: seen.append((o.job.name, o.state, marker.exists())),
-                        starting=lambda job: seen.append((job.name, "starting", marker.exists())))
-    assert [(o.job.name, o.state) for o in outcomes] == [("a", "skipped"), ("b", "done")]
-    assert outcomes[0] == Outcome(jobs[0], "skipped", 0.0, [])
-    assert outcomes[1].step_seconds[0] == 0.0 and outcomes[1].step_seconds[1] > 0
-    assert outcomes[1].seconds == round(sum(outcomes[1].step_seconds), 3)
-    assert seen == [("b", "starting", False), ("b", "done", True)]
-    assert not (tmp_path / "a.log").exists() and not (tmp_path / "b0.log").exists()
-    log = (tmp_path / "b.log").read_text()
-    assert log.startswith("$ ") and f"ran {marker}" in log
-    assert [o.state for o in run_jobs(jobs)] == ["skipped", "skipped"]  # both done now
-    failing = Job("c", (Step((sys.executable, "-c", "import sys; print('boom'); sys.exit(3)"), tmp_path / "c.log"),),
-                  partial(_done, tmp_path / "never"))
-    with pytest.raises(ValueError, match=r"c failed \(exit 3\); log .*c.log:\n.*boom"):
-        run_jobs([failing, jobs[1]])
-    with pytest.raises(ValueError, match=r"job names must be unique, got \['c'\]"):
-        run_jobs([failing, failing])
+
+    def job(fold, code, *args, done):
+        return Job(f"train fold {fold}", (Step((sys.executable, "-c", code, *args), tmp_path / f"f{fold}.log", done),),
+                   done)
+
+    jobs = [job(0, "print('never')", done=partial(_done, tmp_path)),
+            job(1, "import sys; print('boom'); sys.exit(3)", done=partial(_done, tmp_path / "never")),
+            job(2, write, str(marker), done=partial(_done, marker)),
+            job(3, "import sys; print('bang'); sys.exit(4)", done=partial(_done, tmp_path / "never"))]
+    with pytest.raises(ValueError) as caught:
+        run_phase(plan, jobs, "cv training runs")
+    message = str(caught.value)
+    assert message.startswith("2 of 4 cv training runs failed (train fold 1, train fold 3; the others are recorded; "
+                              "rerun the same command to retry the failed ones):\n")
+    assert "train fold 1: step 1 of 1" in message and "exit status 3" in message and "boom" in message
+    assert "train fold 3: step 1 of 1" in message and "exit status 4" in message and "bang" in message
+    assert marker.read_text() == "x" and not (tmp_path / "f0.log").exists()
+    printed = capsys.readouterr().out
+    assert "train fold 0: to run" not in printed
+    assert all(f"train fold {f}: to run (log {tmp_path / f'f{f}.log'})" in printed for f in (1, 2, 3))
+    recorded = json.loads((tmp_path / "jobs.json").read_text())
+    assert set(recorded) == {"train fold 2"}
+    entry = recorded["train fold 2"]
+    assert entry["steps"] == [{"argv": list(jobs[2].steps[0].argv), "log": str(tmp_path / "f2.log")}]
+    assert entry["executor"]["kind"] == "local" and entry["executor"]["gpus"] == [] and entry["instances"] is None
+    assert entry["seconds"] > 0
+    # Rerun: the done job is skipped, the failed ones run again.
+    with pytest.raises(ValueError, match=r"^2 of 4 cv training runs failed \(train fold 1, train fold 3;"):
+        run_phase(plan, jobs, "cv training runs")
+    assert "train fold 2: to run" not in capsys.readouterr().out
 
 
 def test_baseline_auto_is_on_when_the_base_model_is_here_and_asked_again_after_training(tmp_path):

@@ -133,11 +133,21 @@ def test_a_killed_cv_resumes_without_retraining_finished_folds(finished):
     assert _commands(out / "logs" / "train_fold2.log") == 1
     assert _commands(out / "logs" / "eval_fold0.log") == 1  # evaluated by the dry run, not again
     resumed = seen["resumed"]
-    assert "train fold 1: running" in resumed and "train fold 2: running" in resumed
-    assert "train fold 0: running" not in resumed and "eval fold 0: running" not in resumed
+    assert "train fold 1: to run" in resumed and "train fold 2: to run" in resumed
+    assert "train fold 0: to run" not in resumed and "eval fold 0: to run" not in resumed
     jobs = json.loads((out / "jobs.json").read_text())
     assert set(jobs) == {"train fold 0", "train fold 1", "train fold 2", "eval fold 0", "eval fold 1", "eval fold 2",
                          "eval zero_shot"}
+    # What executed each job: a local slot, here without GPUs (one job at a time: all the CPU threads).
+    from rescue_train.executor import usable_cpus
+
+    assert all((job["executor"]["kind"], job["executor"]["gpus"], job["executor"]["threads"]) ==
+               ("local", [], str(len(usable_cpus()))) for job in jobs.values())
+    for fold in range(3):
+        run = out / "runs" / f"fold{fold}"
+        assert jobs[f"train fold {fold}"]["steps"][0]["argv"][1:6] == ["-m", "rescue_train", "launch", "--config_file",
+                                                                     str(CPU_CONFIG)]
+        assert json.loads((run / "provenance.json").read_text())["executor"]["kind"] == "local"
     assert all(not (out / "runs" / f"fold{f}" / "checkpoints").exists() for f in range(3))
     # The dry run ran what was missing for a time estimate and said what was left.
     dry = seen["dry_run"]

@@ -106,7 +106,8 @@ def test_options_reach_the_datasets(source, tmp_path):
     vp = datasets.load_from_disk(str(out / "vp" / "sft"))["test"][0]["completion"][0]["content"]
     assert json.loads(vp) == {"predicted_viewpoints": [{"source": "Ann", "target": "Ben",
                                                         "viewpoint": "he never listens"}]}
-    assert sorted(p.name for p in out.iterdir()) == ["convert_meta.json", "rpp", "split_manifest.json", "vp"]
+    assert sorted(p.name for p in out.iterdir()) == [".rescue-train.json", "convert_meta.json", "rpp",
+                                                   "split_manifest.json", "vp"]
 
 
 def test_cli_convert_and_stats(source, tmp_path, capsys):

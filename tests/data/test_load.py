@@ -46,7 +46,8 @@ def test_odd_text_is_kept_and_bad_bytes_are_reported_not_fatal(tmp_path):
     mojibake = "I donâ€™t know"
     path = tmp_path / "b.jsonl"
     line1 = json.dumps(raw_sample("ann_and_ben/001", [row("Ann", dialogue=mojibake)]), ensure_ascii=False)
-    line2 = json.dumps(raw_sample("cal_and_dee/001", [row("Cal", dialogue="caf\u00e9")]), ensure_ascii=False)
+    line2 = json.dumps(raw_sample("cal_and_dee/001", [row("Cal", dialogue="caf\u00e9")],
+                                  participants=["Cal", "Dee"]), ensure_ascii=False)
     path.write_bytes(line1.encode() + b"\n" + line2.encode("latin-1") + b"\n")
     bench = load_benchmark(path)
     assert bench.samples[0].rows[0].dialogue == mojibake

@@ -55,6 +55,26 @@ def test_therapist_group_words_and_repeats_leave_participants_with_a_note(tmp_pa
                            f"{where2}: removed 'THERAPIST' {NOT_CLIENTS}"]
 
 
+def test_a_speaker_missing_from_participants_is_noted_with_what_it_costs(tmp_path):
+    """A red-team sample: Eve speaks but is not listed, so the therapist's strategy aimed at her is not an STP
+    instance; the load says so, once per speaker, naming the first row."""
+    from collections import Counter
+
+    from rescue_train.tasks.targets import support_rows
+
+    aimed = row("Therapist", ["Eve"], support_strategy=[strategy(["Eve"], "validation")])
+    path = write_lines(tmp_path / "b.jsonl", [
+        raw_sample("ann_and_ben/001", [row("Ann", ["Ben"]), row("Eve", ["Ann"]), aimed, row("Eve", ["Ben"])]),
+    ])
+    bench = load_benchmark(path)
+    assert bench.notes == [f"{path}:1, sample 'ann_and_ben/001', field 'participants': 'Eve' speaks (first in row 2) "
+                           f"but is not listed; therapist rows that target 'Eve' are left out of STP (target is not a "
+                           f"participant of the sample)"]
+    excluded: Counter = Counter()
+    assert support_rows(bench.samples[0], "set", excluded) == []
+    assert excluded == Counter({("couple", "target is not a participant of the sample"): 1})
+
+
 def test_the_therapist_listed_as_a_participant_no_longer_joins_unrelated_couples(tmp_path):
     """The release's ER/VP checkpoint records list the therapist among participants."""
     path = write_lines(tmp_path / "b.jsonl", [

