@@ -25,7 +25,15 @@ difference per cell in OUT/report.md. Rerun the same command to resume.
   eval.protocol=rank|sft                 closed-set tasks ranked (default) or generated; ER, VP, RSG generated
   eval.backend=vllm eval.judge.backend=openai eval.judge.model=gpt-5.4 eval.bertscore=none
                                          any rescue-train eval setting, for every evaluation
-  launch.config_file=single_gpu 'launch.args=--num_processes 2'   how each run is launched (as compare)
+  launch.config_file=single_gpu 'launch.args=--num_processes 2'   how each run is launched (as compare):
+                                         rescue-train launch [--config_file F] --gpu_ids all --main_process_port 0
+                                         [launch.args] -m rescue_train train ...; launch.keep_checkpoints=true
+  launch.executor=local|slurm            where the runs and evaluations execute (rescue_train.executor):
+  launch.parallel=N launch.gpus_per_run=G  local: N jobs at once, G GPUs each (CUDA_VISIBLE_DEVICES; 0: CPU, the
+                                         threads divided); slurm: at most N jobs in the queue at once
+  launch.slurm.partition=gpu launch.slurm.gpus_per_node=1 launch.slurm.cpus_per_task=8 launch.slurm.mem_gb=64
+  launch.slurm.timeout_min=240 launch.slurm.account=... launch.slurm.qos=... launch.slurm.constraint=a100
+  'launch.slurm.additional_parameters={{exclude: node7}}'   one SLURM job per run and evaluation (submitit)
   folds=[0,2]                            some test folds only (the pooled row then covers their instances)
   baseline=auto|zero_shot|none           the base model zero-shot on the same instances (auto: once it is here)
   dry_run=true                           print the plan (runs, evaluations, judge calls) and a time estimate;
