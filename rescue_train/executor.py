@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import shutil
 import socket
 import subprocess
@@ -46,12 +47,13 @@ class SlurmSettings:
 
     partition: Optional[str] = field(default=None, metadata=meaning("partition (null: the cluster's default)"))
     gpus_per_node: Optional[int] = field(default=None, metadata=meaning(
-        "GPUs each job asks for (null: launch.gpus_per_run, else none)"))
+        "GPUs each job asks for (null: launch.gpus_per_run, else none)", low=0))
     cpus_per_task: Optional[int] = field(default=None, metadata=meaning(
-        "CPUs each job asks for (null: the cluster's default); the job's threads follow it"))
-    mem_gb: Optional[float] = field(default=None, metadata=meaning("memory of each job (null: the cluster's)"))
+        "CPUs each job asks for (null: the cluster's default); the job's threads follow it", low=1))
+    mem_gb: Optional[float] = field(default=None, metadata=meaning("memory of each job (null: the cluster's)", above=0))
     timeout_min: int = field(default=240, metadata=meaning(
-        "time limit of each job; a timed-out job is requeued (3 times at most) and resumes from its checkpoint"))
+        "time limit of each job; a timed-out job is requeued (3 times at most) and resumes from its checkpoint",
+        low=1))
     account: Optional[str] = field(default=None, metadata=meaning("account to charge"))
     qos: Optional[str] = field(default=None, metadata=meaning("quality of service"))
     constraint: Optional[str] = field(default=None, metadata=meaning("node features, e.g. a100"))
@@ -66,9 +68,10 @@ class ExecutorSettings:
     executor: str = field(default="local", metadata=meaning(
         "local: processes on this machine; slurm: one SLURM job per run (submitit)"))
     parallel: Optional[int] = field(default=None, metadata=meaning(
-        "runs at a time (null: 1 locally; on SLURM as many as the scheduler starts)"))
+        "runs at a time (null: 1 locally; on SLURM as many as the scheduler starts)", low=1))
     gpus_per_run: Optional[int] = field(default=None, metadata=meaning(
-        "GPUs each run gets through CUDA_VISIBLE_DEVICES (null: 1 where there are GPUs, 0 on a CPU machine)"))
+        "GPUs each run gets through CUDA_VISIBLE_DEVICES (null: 1 where there are GPUs, 0 on a CPU machine)",
+        low=0))
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
 
 
@@ -320,7 +323,7 @@ def run_jobs(jobs: Sequence[Job], settings: ExecutorSettings, folder: Path, *, t
     - ``settings``: an :class:`ExecutorSettings` (a command's ``launch`` section: ``executor``, ``parallel``,
       ``gpus_per_run``, ``slurm.*``). They are checked (:func:`problems`) before any job starts: a
       :class:`~rescue_train.settings.ConfigError` names what is wrong.
-    - ``folder``: where the executor keeps its own files: ``folder/slurm/<name with / as __>/`` holds a SLURM
+    - ``folder``: where the executor keeps its own files: ``folder/slurm/<name with / as __, a space as _>/`` holds a SLURM
       job's script, submitit's logs and its ``job_id`` (so a second call waits for a job still queued instead of
       submitting it twice). Nothing is written there for local jobs.
     - ``on_done(outcome)`` is called in this process as each job succeeds, e.g. to read the job's outputs into a
@@ -440,7 +443,8 @@ def slurm_parameters(settings: ExecutorSettings, name: str) -> dict[str, Any]:
     """The sbatch options of one job (submitit's SlurmExecutor names)."""
     slurm = settings.slurm
     gpus = slurm.gpus_per_node if slurm.gpus_per_node is not None else settings.gpus_per_run
-    chosen = {"job_name": "rescue-" + name.replace("/", "-"), "time": slurm.timeout_min, "partition": slurm.partition,
+    chosen = {"job_name": "rescue-" + re.sub(r"[^\w.-]", "-", name), "time": slurm.timeout_min,
+              "partition": slurm.partition,
               "gpus_per_node": gpus or None, "cpus_per_task": slurm.cpus_per_task, "mem": slurm.mem_gb,
               "account": slurm.account, "qos": slurm.qos, "constraint": slurm.constraint,
               "additional_parameters": dict(slurm.additional_parameters) or None}
@@ -448,7 +452,9 @@ def slurm_parameters(settings: ExecutorSettings, name: str) -> dict[str, Any]:
 
 
 def _job_folder(folder: Path, name: str) -> Path:
-    return folder / "slurm" / name.replace("/", "__")
+    """The job's folder: its name with ``/`` as ``__`` and any other character sbatch's options or a shell would
+    split on (a space: cv's "train fold 0") as ``_``."""
+    return folder / "slurm" / re.sub(r"[^\w.-]", "_", name.replace("/", "__"))
 
 
 def queue_states(job_ids: Sequence[str]) -> dict[str, str] | None:

@@ -41,7 +41,19 @@ TEMPLATE = """\
 {% endfor %}
 {% endfor %}{% else %}
 Not evaluated yet: `rescue-train eval run=THIS_FOLDER`, then `rescue-train card THIS_FOLDER EVAL_OUTPUT`.
-{% endif %}
+{% endif %}{% if pooled %}
+## Cross-validation
+
+This adapter is the fold-{{ pooled.fold }} model of a cross-validation (`rescue-train cv`): the model of each test
+fold predicted that fold's instances, whose couples and families it never trained on, and the predictions of
+all folds ({{ pooled.folds }}) are pooled into one row over {{ pooled.n }} instances, as the paper's rows cover the
+benchmark: `{{ pooled.path }}` (`rescue-train report` reads it). The rows below are that pooled row, not this
+adapter's alone.{% for note in pooled.notes %} {{ note }}{% endfor %}
+
+| scope | {{ pooled.table.columns | join(" | ") }} |
+| --- |{% for _ in pooled.table.columns %} --- |{% endfor %}
+{% for scope, row in pooled.table.rows %}| {{ scope }} | {{ row | join(" | ") }} |
+{% endfor %}{% endif %}
 ## Use
 
 {{ usage }}
@@ -109,8 +121,20 @@ def _classifier_facts(prov: dict[str, Any]) -> tuple[str, list[tuple[str, Any]],
     return f"RESCUE-Bench {prov.get('task', '').upper()} classifier ({prov.get('strategy')})", facts, usage
 
 
-def write_model_card(run_dir: str | Path, eval_results: Sequence[dict[str, Any]] = ()) -> Path:
-    """Write ``run_dir/README.md`` from the run's provenance and, if given, evaluation results documents."""
+def _pooled(cross_validation: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The card's cross-validation section: ``{"results": pooled results, "path": where they are, "fold": F}``."""
+    if not cross_validation:
+        return None
+    results = cross_validation["results"]
+    return {"fold": cross_validation["fold"], "path": cross_validation["path"], "table": _results_table(results),
+            "folds": ", ".join(map(str, results["split"]["folds"])), "n": len(results.get("records", [])),
+            "notes": results.get("notes", [])}
+
+
+def write_model_card(run_dir: str | Path, eval_results: Sequence[dict[str, Any]] = (),
+                     cross_validation: dict[str, Any] | None = None) -> Path:
+    """Write ``run_dir/README.md`` from the run's provenance and, if given, evaluation results documents (this
+    model's own) and the pooled results of the cross-validation the run is one fold of (linked, shown apart)."""
     from huggingface_hub import ModelCard, ModelCardData
 
     run_dir = Path(run_dir)
@@ -136,7 +160,8 @@ def write_model_card(run_dir: str | Path, eval_results: Sequence[dict[str, Any]]
     card = ModelCard.from_template(
         data, template_str=TEMPLATE, title=title, licence=LICENCE_NOTE, usage=usage,
         summary=f"Trained with rescue-train on {DATASET_NAME} (relation-aware multi-party emotional support).",
-        facts=[(k, "–" if v is None else v) for k, v in facts], results=[_results_table(r) for r in results])
+        facts=[(k, "–" if v is None else v) for k, v in facts], results=[_results_table(r) for r in results],
+        pooled=_pooled(cross_validation))
     path = run_dir / "README.md"
     card.save(path)
     return path

@@ -18,6 +18,7 @@ COMMANDS = {
     "launch": ("launch", "accelerate launch ending with the training's own status: rescue-train launch [...] train.py"),
     "merge": ("merge", "merge a LoRA run into a full model: rescue-train merge RUN_DIR"),
     "compare": ("compare", "compare rebalancing strategies: rescue-train compare recipe=rpp_cls strategies=[...]"),
+    "cv": ("cv", "a fine-tuned model's row over the whole benchmark: rescue-train cv recipe=all_lora model=..."),
     "eval": ("eval", "evaluate a model or a training run: rescue-train eval run=RUN_DIR | model=... [key=value ...]"),
     "report": ("report", "paper-style tables and plots: rescue-train report RESULTS..."),
     "agreement": ("agreement", "judge-vs-human agreement: rescue-train agreement RESULTS --human FILE"),

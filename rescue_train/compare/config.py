@@ -17,7 +17,8 @@ from ..classifiers import balance
 from ..classifiers.classifier import BalanceSettings, TorchSettings
 from ..classifiers.classify_run import DataSettings, check_task, read_config
 from ..classifiers.sklearn_path import SklearnSettings
-from ..executor import EXECUTOR_KEYS, ExecutorSettings
+from ..executor import EXECUTOR_KEYS
+from ..jobs import LaunchSettings
 from ..settings import meaning
 
 LEARNERS = ("sklearn", "torch", "lora")
@@ -34,20 +35,6 @@ class EvalSettings:
     tail_share: float = field(default=0.10, metadata=meaning(
         "\"tail\" when < 10%, \"medium\" in between", above=0, below=1))
     stats_seed: int = field(default=0, metadata=meaning("seed of the bootstrap and permutation draws", low=0))
-
-
-@dataclass
-class LaunchSettings(ExecutorSettings):
-    """Where each LoRA run executes (``launch.executor``, ``launch.parallel``, ``launch.gpus_per_run``,
-    ``launch.slurm.*``: rescue_train.executor) and how it is started: ``accelerate launch [--config_file F] ARGS -m
-    rescue_train train ...``."""
-
-    config_file: Optional[str] = field(default=None, metadata=meaning(
-        "an accelerate config (configs/accelerate/*.yaml or your own)"))
-    args: str = field(default="", metadata=meaning(
-        "more launch flags, one string: 'launch.args=--num_processes 2 --mixed_precision bf16'"))
-    keep_checkpoints: bool = field(default=False, metadata=meaning(
-        "trainer checkpoints only serve resuming a run; removed once it is recorded"))
 
 
 @dataclass

@@ -3,8 +3,8 @@
 The run is one :class:`~rescue_train.executor.Job` of two steps, each a subprocess and a public entry point
 (the executor runs it on this machine or as a SLURM job, see ``launch.*``):
 
-1. ``python -m rescue_train launch [--config_file F] [launch.args] -m rescue_train train recipe=R
-   <training overrides> seed=S data.test_fold=F balance.strategy=S output_dir=RUN``
+1. ``python -m rescue_train launch [--config_file F] --gpu_ids all --main_process_port 0 [launch.args] -m
+   rescue_train train recipe=R <training overrides> seed=S data.test_fold=F balance.strategy=S output_dir=RUN``
    (``accelerate launch`` through ``rescue-train launch``, so whatever accelerate config the user gives applies
    and a failure ends with the training's own status; ``resume=auto`` continues an interrupted run from its
    last checkpoint, and a finished run is left as it is);
@@ -22,9 +22,7 @@ predictions in the classifier runs' format, so the same statistics, tables and p
 
 from __future__ import annotations
 
-import shlex
 import shutil
-import sys
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -32,12 +30,14 @@ from typing import Any
 from ..classifiers.classifier import LabelSpace
 from ..executor import Job, Outcome, Step
 from ..io import read_json
-from ..settings import find_yaml
+from ..jobs import rescue_train_command
+from ..jobs import training_command as launched_training
 from .config import CompareConfig
 
 # What a run's record reads from the training's provenance and the rank evaluation's results.
 RUN_PROVENANCE = {"adapter": str, "manifest_hash": str, "data": dict}
 RANK_RESULTS = {"records": list, "prediction_hash": str, "backend": dict}
+
 
 def balance_overrides(strategy_name: str) -> list[str]:
     """The training override that makes the recipe train under ``strategy_name`` (the same name train takes)."""
@@ -45,29 +45,23 @@ def balance_overrides(strategy_name: str) -> list[str]:
 
 
 def training_command(config: CompareConfig, strategy: str, fold: int, seed: int, run_dir: Path) -> list[str]:
-    launch = [sys.executable, "-m", "rescue_train", "launch"]
-    if config.launch.config_file:
-        launch += ["--config_file", str(find_yaml(config.launch.config_file, "configs/accelerate", "accelerate config"))]
+    """The run's training command line: :func:`rescue_train.jobs.training_command`, the one cv uses too."""
     overrides = list(config.training)
     if not any(o.split("=", 1)[0] == "train.eval_steps" for o in overrides):
         # Only the test fold's ranking is used; the validation loss would cost time and nothing else.
         overrides.append("train.eval_steps=0")
-    # The executor gives each run its GPUs (CUDA_VISIBLE_DEVICES): an accelerate config's gpu_ids (single_gpu.yaml
-    # says 0) would move every run to those; runs sharing a machine each need their own rendezvous port. Flags in
-    # launch.args come later and win.
-    launch += ["--gpu_ids", "all", "--main_process_port", "0"]
-    return [*launch, *shlex.split(config.launch.args), "-m", "rescue_train", "train", f"recipe={config.recipe}",
-            *overrides, f"seed={seed}", f"data.test_fold={fold}", *balance_overrides(strategy),
-            f"output_dir={run_dir}"]
+    return launched_training(config.launch, config.recipe,
+                             [*overrides, f"seed={seed}", f"data.test_fold={fold}", *balance_overrides(strategy)],
+                             run_dir)
 
 
 def rank_command(config: CompareConfig, run_dir: Path, eval_dir: Path) -> list[str]:
     """``rescue-train eval`` of the run on its own test fold; ``run=`` gives it the run's data configuration, so
     the prompts are those it trained on."""
-    return [sys.executable, "-m", "rescue_train", "eval", f"run={run_dir}", "protocol=rank", f"tasks=[{config.task}]",
-            f"backend={config.rank.backend}", f"batch_size={config.rank.batch_size}",
-            f"rank_score={config.rank.rank_score}", "bertscore=none", "judge=none", "progress=false",
-            f"output_dir={eval_dir}", *map(str, config.rank.args)]
+    return rescue_train_command("eval", f"run={run_dir}", "protocol=rank", f"tasks=[{config.task}]",
+                                f"backend={config.rank.backend}", f"batch_size={config.rank.batch_size}",
+                                f"rank_score={config.rank.rank_score}", "bertscore=none", "judge=none",
+                                "progress=false", f"output_dir={eval_dir}", *map(str, config.rank.args))
 
 
 def problems(config: CompareConfig) -> list[str]:

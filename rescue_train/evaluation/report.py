@@ -352,8 +352,10 @@ def render(results: Sequence[dict[str, Any]], with_paper: bool = True, compariso
               f"interval to read with care. Rows marked (paper) are the published numbers: without per-instance "
               f"data they have no interval and are not comparable (never tested against).")
     further = further_tasks(results)
+    told = [f"- {name_of(r)}: {note}" for r in results for note in r.get("notes", [])]  # e.g. a cv's family note
     sections = [
-        "# RESCUE-Bench results", "## Table 5 layout (couple and family pooled)", notes, errors,
+        "# RESCUE-Bench results", *(["\n".join(told)] if told else []),
+        "## Table 5 layout (couple and family pooled)", notes, errors,
         table5(results, with_paper), "## Table 11 layout (per scenario)", table11(results, with_paper),
         *(["## Tasks beyond the paper", further] if further else []),
         "## Parse failures (counted as wrong answers)", failures(results)]

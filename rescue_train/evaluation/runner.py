@@ -488,11 +488,28 @@ def make_scorers(cfg: EvalConfig, judge_backend=None) -> list:
     return scorers
 
 
-def write_results(cfg, spec, variant, data, backend_info, identity, folder, records) -> dict:
-    by_task = {task: [r for r in records if r["task"] == task] for task in cfg.tasks}
-    aggregates = {task: aggregate(task, by_task[task], task_labels(task), cfg.judge.on_failure) for task in cfg.tasks}
+def scored(tasks: list[str], records: list[dict], judge_on_failure: str) -> dict[str, Any]:
+    """What a results document says of its ``records``: counts, token usage, aggregates, uncertainty and the
+    report's rows (also the pooled results of ``rescue-train cv``)."""
+    by_task = {task: [r for r in records if r["task"] == task] for task in tasks}
+    aggregates = {task: aggregate(task, by_task[task], task_labels(task), judge_on_failure) for task in tasks}
     uncertainty = {task: result_uncertainty(task, by_task[task], task_labels(task), aggregates[task])
-                   for task in cfg.tasks}
+                   for task in tasks}
+    return {
+        "counts": {task: {scope: {k: agg[k] for k in ("n", "parse_failures", "truncated", "refused", "empty", "judge_failures")
+                                  if k in agg}
+                          for scope, agg in aggregates[task].items()} for task in tasks},
+        "usage": usage_totals(records),
+        "aggregates": aggregates,
+        # Every numeric metric's SE and 95% interval per task and scope, units as clusters (scoring/uncertainty.py).
+        "uncertainty": uncertainty,
+        "table5": {scope: table5_row(aggregates, scope) for scope in ("couple", "family", "both")},
+        # The same columns for the gold answers themselves, where a task scores them (RSG's real turns).
+        "human_reference": {scope: table5_row(aggregates, scope, source="human") for scope in ("couple", "family", "both")},
+    }
+
+
+def write_results(cfg, spec, variant, data, backend_info, identity, folder, records) -> dict:
     results = {
         "format": RESULTS_FORMAT,
         "label": variant.name if variant.adapter else Path(spec.model).name or spec.model,
@@ -510,16 +527,7 @@ def write_results(cfg, spec, variant, data, backend_info, identity, folder, reco
         "seed": cfg.seed,
         "data": {"source": data.source, "fingerprint": data.fingerprint, "notes": data.notes},
         "split": data.split,
-        "counts": {task: {scope: {k: agg[k] for k in ("n", "parse_failures", "truncated", "refused", "empty", "judge_failures")
-                                  if k in agg}
-                          for scope, agg in aggregates[task].items()} for task in cfg.tasks},
-        "usage": usage_totals(records),
-        "aggregates": aggregates,
-        # Every numeric metric's SE and 95% interval per task and scope, units as clusters (scoring/uncertainty.py).
-        "uncertainty": uncertainty,
-        "table5": {scope: table5_row(aggregates, scope) for scope in ("couple", "family", "both")},
-        # The same columns for the gold answers themselves, where a task scores them (RSG's real turns).
-        "human_reference": {scope: table5_row(aggregates, scope, source="human") for scope in ("couple", "family", "both")},
+        **scored(cfg.tasks, records, cfg.judge.on_failure),
         "records": records,
     }
     write_json_atomic(folder.path / "results.json", results)

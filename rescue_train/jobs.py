@@ -1,0 +1,63 @@
+"""How the runs an experiment launches are started: the ``launch.*`` keys that ``compare`` and ``cv`` share and the
+command line of every training run they start.
+
+:class:`LaunchSettings` is the executor's :class:`~rescue_train.executor.ExecutorSettings` (``launch.executor``,
+``launch.parallel``, ``launch.gpus_per_run``, ``launch.slurm.*``: where each run executes) plus how a training run
+is started (``launch.config_file``, ``launch.args``) and whether its checkpoints are kept. Every training run is
+the ordinary training path under ``accelerate launch`` (:func:`training_command`, one function for compare and cv,
+so both start their runs the same way); every evaluation the ordinary ``rescue-train eval``
+(:func:`rescue_train_command`). The runs themselves are :class:`~rescue_train.executor.Job` s handed to
+:func:`rescue_train.executor.run_jobs`.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from .executor import ExecutorSettings
+from .settings import find_yaml, meaning
+
+
+@dataclass
+class LaunchSettings(ExecutorSettings):
+    """Where each training run executes (``launch.executor``, ``launch.parallel``, ``launch.gpus_per_run``,
+    ``launch.slurm.*``: rescue_train.executor) and how it is started: ``python -m rescue_train launch
+    [--config_file F] --gpu_ids all --main_process_port 0 ARGS -m rescue_train train ...``."""
+
+    config_file: Optional[str] = field(default=None, metadata=meaning(
+        "an accelerate config (configs/accelerate/*.yaml or your own)"))
+    args: str = field(default="", metadata=meaning(
+        "more launch flags, one string: 'launch.args=--num_processes 2 --mixed_precision bf16'"))
+    keep_checkpoints: bool = field(default=False, metadata=meaning(
+        "trainer checkpoints only serve resuming a run; removed once it is recorded"))
+
+
+def rescue_train_command(command: str, *args: str) -> list[str]:
+    """``python -m rescue_train COMMAND ARGS`` with this interpreter."""
+    return [sys.executable, "-m", "rescue_train", command, *args]
+
+
+def training_command(launch: LaunchSettings, recipe: str, overrides: Sequence[str], output_dir: Path) -> list[str]:
+    """The training run of ``recipe`` with ``overrides`` into ``output_dir``, under ``rescue-train launch``
+    (``accelerate launch`` that exits with the training's own status), so that whatever accelerate config the
+    user gives applies (``resume=auto``, the default, continues an interrupted run from its last checkpoint).
+
+    The executor gives each run its GPUs (``CUDA_VISIBLE_DEVICES``): an accelerate config's ``gpu_ids``
+    (single_gpu.yaml says 0) would move every run to those, hence ``--gpu_ids all``; runs sharing a machine each
+    need their own rendezvous port, hence ``--main_process_port 0``. Flags in ``launch.args`` come later and win."""
+    command = rescue_train_command("launch")
+    if launch.config_file:
+        command += ["--config_file", str(find_yaml(launch.config_file, "configs/accelerate", "accelerate config"))]
+    command += ["--gpu_ids", "all", "--main_process_port", "0"]
+    return [*command, *shlex.split(launch.args), "-m", "rescue_train", "train", f"recipe={recipe}", *overrides,
+            f"output_dir={output_dir}"]
+
+
+def override(key: str, value: Any) -> str:
+    """``key=value`` that the dot-list reads back as ``value`` (strings quoted, None as null)."""
+    return f"{key}={json.dumps(value, ensure_ascii=False)}"
