@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .. import paper
+from ..provenance import describe_split
 from ..data import taxonomy
 from ..io import write_json_atomic
 from ..scoring.metric_uncertainty import paired_differences, result_uncertainty
@@ -122,18 +123,6 @@ def name_of(results: dict[str, Any]) -> str:
     return _plain_name(results) + (" (includes training data)" if results.get("includes_training_data") else "")
 
 
-def split_of(results: dict[str, Any]) -> str:
-    """Which instances a result rests on: its split (test folds), limit and whether training data are in it."""
-    split, cfg = results.get("split") or {}, results.get("config") or {}
-    scheme = split.get("scheme")
-    folds = split.get("test_folds") or ([split["test_fold"]] if split.get("test_fold") is not None else [])
-    text = ("whole benchmark" if scheme == "none" else "holdout test" if scheme == "holdout" else
-            f"test fold{'s' if len(folds) > 1 else ''} {', '.join(map(str, folds))}" if scheme == "kfold" else "?")
-    if cfg.get("limit"):
-        text += f", limit {cfg['limit']}"
-    return text + (", includes training data" if results.get("includes_training_data") else "")
-
-
 def instances_in(results: dict[str, Any], scope: str, tasks: Sequence[str] | None = None) -> int:
     return sum(scopes.get(scope, {}).get("n", 0) for task, scopes in results["aggregates"].items()
                if tasks is None or task in tasks)
@@ -208,7 +197,7 @@ def _paper_n(scope: str) -> str:
 def _about(results: Sequence[dict[str, Any]], scope: str, with_paper: bool, tasks: Sequence[str] = paper.TASKS,
            paper_rows: Sequence[str] = ()) -> About:
     about = {f"{m} (paper)": (_paper_n(scope), "whole benchmark") for m in paper_rows} if with_paper else {}
-    about.update({name_of(r): (str(instances_in(r, scope, tasks)), split_of(r)) for r in results})
+    about.update({name_of(r): (str(instances_in(r, scope, tasks)), describe_split(r)) for r in results})
     return about
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ from ..data import load_benchmark
 from ..data.splits import SplitManifest, assign_units, check_leakage, make_manifest
 from ..inference import BackendError, make_backend
 from ..io import append_jsonl, read_jsonl, write_json_atomic
-from ..provenance import config_hash, git_commit, versions
+from ..provenance import config_hash, git_commit, versions, weights_digest
 from ..scoring.judge import judge_budget, make_judge_backend
 from ..scoring.metric_uncertainty import result_uncertainty
 from ..scoring.metrics import aggregate, table5_row, task_labels
@@ -100,16 +99,6 @@ class Benchmark:
 def load_instances(cfg: EvalConfig) -> EvalData:
     """The test instances of every requested task (the whole benchmark, or the test fold of a manifest)."""
     return Benchmark(cfg).select(cfg.data)
-
-
-def file_digest(folder: str) -> str:
-    """Content hash of an adapter's weights, so retraining into the same folder is a different run."""
-    digest = hashlib.sha256()
-    for path in sorted(Path(folder).glob("adapter_model*")):
-        with path.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()[:16]
 
 
 # ---------------------------------------------------------------- one run folder
@@ -201,7 +190,7 @@ def prediction_identity(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data
     config = {k: v for k, v in to_dict(cfg).items() if k not in (*RUNTIME_KEYS, "limit", "judge", "bertscore")}
     adapter_path = spec.adapters.get(variant.adapter) if variant.adapter else None
     return {"config": config, "model": spec.model, "tokenizer": spec.tokenizer, "adapter": adapter_path,
-            "adapter_weights": file_digest(adapter_path) if adapter_path and Path(adapter_path).is_dir() else None,
+            "adapter_weights": weights_digest(adapter_path) if adapter_path and Path(adapter_path).is_dir() else None,
             "data_fingerprint": data.fingerprint, "manifest_hash": data.split["manifest_hash"],
             "test_folds": data.split["test_folds"]}
 

@@ -4,11 +4,10 @@ Scoring it on samples it trained or validated on needs ``allow_training_data=tru
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from evaluation_helpers import FakeOpenAIServer, make_adapter
+from evaluation_helpers import FakeOpenAIServer, adapter_run
 
 from rescue_train.data import load_samples
 from rescue_train.data.splits import make_manifest
@@ -16,10 +15,9 @@ from rescue_train.evaluation.config import load_config
 from rescue_train.evaluation.report import name_of
 from rescue_train.evaluation.runner import run
 from rescue_train.tasks import build
-from rescue_train.tiny import tiny_model_path
 
 FAST = ["bertscore=none", "progress=false", "protocol=rank", "tasks=[rpp]"]
-MANIFEST = make_manifest(load_samples("bundled"), "kfold", 5, 0)  # the bundled data's default split
+MANIFEST = make_manifest(load_samples("bundled"), "kfold", 5, 0)  # the bundled data's default split (adapter_run's)
 RPP = build("rpp", load_samples("bundled")).instances  # 94 instances; folds 2 and 3 hold 8 each
 
 
@@ -31,25 +29,10 @@ def _ids(*folds: int) -> set[str]:
     return {i.id for i in RPP if MANIFEST.assignment[i.unit] in folds}
 
 
-def _training_run(folder: Path, test_fold: int, seed: int) -> Path:
-    """A training run folder as `rescue-train train` leaves it: an adapter, the split manifest, config.yaml and
-    provenance.json (the adapter is a random LoRA, so that no training is needed here)."""
-    from transformers import AutoTokenizer
-
-    make_adapter(tiny_model_path(), folder / "adapter", seed=seed)
-    AutoTokenizer.from_pretrained(tiny_model_path()).save_pretrained(folder / "adapter")
-    MANIFEST.save(folder / "data" / "split_manifest.json")
-    (folder / "config.yaml").write_text(f"name: rpp_lora\ndata:\n  split: kfold\n  test_fold: {test_fold}\n")
-    (folder / "provenance.json").write_text(json.dumps({
-        "kind": "lora_sft", "recipe": "rpp_lora", "tasks": {"rpp": 1.0}, "base_model": str(tiny_model_path()),
-        "adapter": "adapter", "split_manifest": "data/split_manifest.json", "status": "finished"}))
-    return folder
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[int, Path]:
     root = tmp_path_factory.mktemp("runs")
-    return {fold: _training_run(root / f"fold{fold}", fold, seed=fold) for fold in (2, 3)}
+    return {fold: adapter_run(root / f"fold{fold}", fold, seed=fold) for fold in (2, 3)}
 
 
 def test_an_adapter_run_is_scored_on_its_own_test_fold_and_never_silently_on_its_training_data(runs, tmp_path):
