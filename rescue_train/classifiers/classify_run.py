@@ -89,6 +89,9 @@ def read_config(schema: type, recipe: str | None, overrides: Sequence[str], what
     config = compose(schema, overrides, what, base=base, groups={"data": "configs/data"},
                      shorthand={"data": "data.source"})
     check_task(config.task)
+    if config.data.split != "kfold":
+        raise ValueError(f"data.split={config.data.split}: classifiers train on grouped k-fold splits (data.split=kfold; "
+                         "none keeps every sample for testing, leave_one_unit_out is the baselines' scheme)")
     if config.learner not in ("sklearn", "torch"):
         raise ValueError(f"learner must be sklearn or torch, got {config.learner!r}")
     return config
