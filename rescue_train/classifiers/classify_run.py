@@ -296,7 +296,8 @@ def train(config: ClassifyConfig) -> tuple[Path, dict]:
 
 
 def summary_lines(task: str, metrics: dict) -> list[str]:
+    """The test fold's metrics per scope, in percent as the reports show them."""
     keys = SUMMARY.get(get_task(task).metric, SUMMARY_DEFAULT)
-    show = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
+    show = lambda v: "–" if v is None else f"{100 * v:.2f}%"  # noqa: E731
     return [f"{task} {scope}: n={m['n']} " + " ".join(f"{k}={show(m.get(k))}" for k in keys)
             for scope, m in metrics.items()]

@@ -172,6 +172,13 @@ def cell(column: str, value: float | None, error: dict | None = None) -> str:
     return text
 
 
+def task_cells(results: dict[str, Any], task: str, scope: str = "both") -> list[str]:
+    """``header value ± half-width`` of each of the task's table columns, as the report's cells read."""
+    errors = _row_errors(results, scope)
+    return [f"{c.header} {cell(c.key, results['table5'].get(scope, {}).get(c.key), errors.get(c.key))}"
+            for c in TASKS[task].report_columns if results["table5"].get(scope, {}).get(c.key) is not None]
+
+
 Row = tuple[str, dict[str, float | None], dict[str, dict | None]]
 About = dict[str, tuple[str, str]]  # row name -> (n, split)
 

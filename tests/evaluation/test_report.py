@@ -166,3 +166,13 @@ def test_report_reads_the_default_layout_skips_unfinished_runs_and_names_rows_fu
     assert "| qwen/Qwen2.5-7B/paper (includes training data) |" in text and "| qwen/tiny+rpp_lora-fold2/rank |" in text
     assert main(["report", "runs/eval/broken"]) == 2
     assert "no evaluation results in runs/eval/broken" in capsys.readouterr().err
+
+
+def test_eval_summary_reads_like_the_report():
+    from rescue_train.cli.eval import summary
+
+    results = {**_adapter_results("tiny", {"scheme": "kfold", "test_fold": 2}, limit=4), "backend": {"backend": "hf"}}
+    assert summary(results).splitlines() == [
+        "tiny + rpp_lora-fold2 [rank]: hf backend, test fold 2, limit 4",
+        "  itp: n=4 parse failures=0  ITP P 50.00, ITP R 50.00, ITP F1 50.00",  # percent, as the tables
+        "  rpp: n=2 parse failures=1  RPP Acc 50.00"]
