@@ -5,8 +5,9 @@
     python scripts/bench_eval.py --model Qwen/Qwen2.5-7B-Instruct --backends hf,vllm --limit 200   # on a GPU
 
 Prints instances/s for each (backend, protocol) over the closed-set tasks (ITP, RPP, STP, SSP), the
-rank-vs-generate ratio per closed-set instance (target: rank at least 3x faster than sft generation) and,
-with both backends, vLLM vs HF. Generation runs at the protocol's default budget; a random tiny model never
+rank-vs-generate ratio per closed-set instance (target, for a real model on a GPU: rank at least 3x faster
+than sft generation; the tiny model on a CPU gives about 1.2x, its prompt pass dominating both) and, with both
+backends, vLLM vs HF. Generation runs at the protocol's default budget; a random tiny model never
 stops early, a trained one usually does, so on real models the generate side gets somewhat faster.
 """
 
@@ -58,11 +59,15 @@ def main() -> None:
             print(f"{backend_name:5s} {protocol:6s} {len(instances)} instances in {seconds:7.2f} s: "
                   f"{rates[(backend_name, protocol)]:8.2f} inst/s")
         backend.close()
+    import torch
+
+    target_applies = torch.cuda.is_available() and args.model != "tiny"
     for backend_name in args.backends.split(","):
         if (backend_name, "rank") in rates and (backend_name, "sft") in rates:
             ratio = rates[(backend_name, "rank")] / rates[(backend_name, "sft")]
-            print(f"{backend_name}: rank vs sft generation per closed-set instance: {ratio:.2f}x "
-                  f"({'meets' if ratio >= 3 else 'below'} the 3x target)")
+            verdict = (f"{'meets' if ratio >= 3 else 'below'} the 3x target" if target_applies else
+                       "the 3x target is for a real model on a GPU; the tiny model on a CPU gives about 1.2x")
+            print(f"{backend_name}: rank vs sft generation per closed-set instance: {ratio:.2f}x ({verdict})")
     for protocol in args.protocols.split(","):
         if ("vllm", protocol) in rates and ("hf", protocol) in rates:
             print(f"{protocol}: vLLM vs HF: {rates[('vllm', protocol)] / rates[('hf', protocol)]:.2f}x")
