@@ -49,6 +49,7 @@ class EvalData:
     fingerprint: str
     notes: list[str]
     split: dict[str, Any]
+    config: dict[str, Any]  # the data configuration the instances were selected under
 
 
 class Benchmark:
@@ -93,12 +94,15 @@ class Benchmark:
         split = {"scheme": manifest.scheme, "manifest_hash": manifest.hash, "seed": manifest.seed, "k": manifest.k,
                  "test_fold": folds[0] if folds and len(folds) == 1 else None, "test_folds": folds,
                  "manifest_notes": manifest.notes}
-        return EvalData(instances, self.bench.source, self.bench.fingerprint, self.bench.notes, split)
+        return EvalData(instances, self.bench.source, self.bench.fingerprint, self.bench.notes, split,
+                        dataclasses.asdict(data))
 
 
-def load_instances(cfg: EvalConfig) -> EvalData:
-    """The test instances of every requested task (the whole benchmark, or the test fold of a manifest)."""
-    return Benchmark(cfg).select(cfg.data)
+def load_instances(cfg: EvalConfig, spec: ModelSpec | None = None) -> EvalData:
+    """The test instances of every requested task: the whole benchmark, or the test fold of a manifest (a
+    trained model's own; with a base model beside adapters, the adapter's)."""
+    chosen = variants(cfg, spec or resolve_model(cfg))[-1]
+    return Benchmark(cfg).select(chosen.cfg.data, chosen.folds)
 
 
 # ---------------------------------------------------------------- one run folder
