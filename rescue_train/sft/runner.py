@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -119,12 +120,27 @@ def provenance(cfg: LoraRunConfig, resolved: dict, base_path: str, train_data, e
     }
 
 
+def finished_alike(run_dir: Path, resolved: dict[str, Any], resume: Any) -> bool:
+    """Whether ``run_dir`` holds a finished run of this very config (its config hash), which a rerun leaves
+    alone; ``resume=false`` trains it again, and a changed config (more steps) continues it."""
+    path = run_dir / "provenance.json"
+    if str(resume).lower() == "false" or not path.is_file():
+        return False
+    prov = json.loads(path.read_text(encoding="utf-8"))
+    return prov.get("status") == "finished" and prov.get("config_hash") == config_hash(resolved)
+
+
 def run(cfg: LoraRunConfig) -> Path:
-    """Train the recipe ``cfg``; returns the run folder."""
+    """Train the recipe ``cfg``; returns the run folder. A finished run of the same config is left as it is."""
     from .trainer import RescueSFTTrainer
 
     run_dir = Path(cfg.output_dir).resolve()
     resolved = asdict(cfg)
+    if finished_alike(run_dir, resolved, cfg.resume):
+        if os.environ.get("RANK", "0") == "0":  # one line per run, not per accelerate process
+            print(f"already finished: {run_dir} (its provenance.json and model card are left as they are; "
+                  "resume=false trains it again)")
+        return run_dir
     checkpoint = last_checkpoint(run_dir, cfg.resume)
     args, dtype = training_args(cfg, run_dir, has_validation=True)
     is_main = args.process_index == 0

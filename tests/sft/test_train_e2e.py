@@ -101,6 +101,21 @@ def test_resume_continues_from_the_saved_step(tmp_path):
     assert [e["step"] for e in state["log_history"] if "loss" in e] == [1, 2, 3, 4]
 
 
+@pytest.mark.slow
+def test_a_finished_run_rerun_alike_says_so_and_leaves_its_record_alone(tmp_path, capsys):
+    from rescue_train.sft.config import load_config
+    from rescue_train.sft.runner import run
+
+    quick = [*FAST, f"output_dir={tmp_path}", "train.report_to=[none]", "train.eval_steps=0"]
+    run(load_config("ssp_lora", quick))
+    record = {name: (tmp_path / name).read_bytes() for name in ("provenance.json", "README.md", "config.yaml")}
+    capsys.readouterr()
+    assert run(load_config("ssp_lora", quick)) == tmp_path.resolve()
+    assert capsys.readouterr().out.startswith(f"already finished: {tmp_path.resolve()} ")
+    assert {name: (tmp_path / name).read_bytes() for name in record} == record
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["README.md", "checkpoint-2"]
+
+
 def test_resume_true_without_checkpoint_is_an_error(tmp_path):
     from rescue_train.sft.runner import last_checkpoint
 
