@@ -165,7 +165,7 @@ class CpuForm:
         key, sep, value = word.partition("=")
         if not sep:
             key, value = "", word
-        openai = "backend=openai" in command
+        openai = re.search(r"(^|\s)backend=openai\b", command) is not None  # the model's backend, not judge.backend
         if re.search(r"(^|/)benchmark[^/\s]*\.jsonl$", value) and not (self.work / value).exists():
             value = "bundled"
         elif key == "model" and (value in self.presets or self.hub(value)) and not openai:
