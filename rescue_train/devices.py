@@ -1,4 +1,5 @@
-"""Accelerator facts shared by training and evaluation: native bf16, and giving device memory back."""
+"""Accelerator facts shared by training and evaluation: native bf16, the GPUs one process would spread over,
+and giving device memory back."""
 
 from __future__ import annotations
 
@@ -10,6 +11,20 @@ def native_bf16() -> bool:
     import torch
 
     return torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
+
+
+def gpus_without_launcher() -> int:
+    """How many GPUs transformers' Trainer would spread this process over with ``nn.DataParallel``: all that
+    are visible when no launcher started it (``WORLD_SIZE`` unset or 1), else 0. With more than one, each
+    batch is split over them and multiplied by their number, which trl refuses and which makes a run of
+    fixed steps see that many times the samples of a one-GPU run."""
+    import os
+
+    import torch
+
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 or not torch.cuda.is_available():
+        return 0
+    return torch.cuda.device_count()
 
 
 def release_memory() -> None:

@@ -4,8 +4,9 @@
     python scripts/bench_sft.py --model Qwen/Qwen2.5-0.5B-Instruct --steps 30 --peak-tflops 989
 
 Prints one line per setting and the packed/unpacked ratios. On a GPU it also prints the model FLOPs
-utilisation, estimated as 6 x parameters x tokens/s / peak FLOP/s (the usual dense-training estimate; a
-LoRA step skips the frozen weights' gradients, so the true figure is somewhat lower).
+utilisation of LoRA training: (4 x frozen + 6 x trained weights) x tokens/s / peak FLOP/s, about 4 x
+parameters (the frozen base gets no weight gradients), attention's own FLOPs left out
+(``rescue_train.sft.models.training_flops_per_token``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def measure(model_path: str, rows, packing: bool, args, out: str) -> dict:
     from transformers import AutoModelForCausalLM
     from trl import SFTConfig
 
-    from rescue_train.sft.models import compute_dtype, load_tokenizer
+    from rescue_train.sft.models import compute_dtype, load_tokenizer, training_flops_per_token
     from rescue_train.sft.trainer import RescueSFTTrainer
 
     dtype = compute_dtype("auto")
@@ -50,7 +51,7 @@ def measure(model_path: str, rows, packing: bool, args, out: str) -> dict:
     logs = [e for e in trainer.state.log_history if "non_pad_share" in e][1:]  # skip the warm-up step
     return {"tokens_per_second": sum(e["tokens_per_second"] for e in logs) / len(logs),
             "non_pad_share": sum(e["non_pad_share"] for e in logs) / len(logs),
-            "parameters": sum(p.numel() for p in trainer.model.parameters())}
+            "flops_per_token": training_flops_per_token(trainer.model)}
 
 
 def main() -> None:
@@ -75,8 +76,8 @@ def main() -> None:
         line = (f"packing={str(packing):5}  tokens/s {r['tokens_per_second']:10.0f}  "
                 f"non-pad share {r['non_pad_share']:.3f}")
         if torch.cuda.is_available() and args.peak_tflops:
-            mfu = 6 * r["parameters"] * r["tokens_per_second"] / (args.peak_tflops * 1e12)
-            line += f"  MFU {mfu:.1%}"
+            mfu = r["flops_per_token"] * r["tokens_per_second"] / (args.peak_tflops * 1e12)
+            line += f"  MFU (LoRA, 4N) {mfu:.1%}"
         print(line)
     print(f"packed/unpacked: tokens/s x{results[True]['tokens_per_second'] / results[False]['tokens_per_second']:.2f}, "
           f"non-pad share x{results[True]['non_pad_share'] / results[False]['non_pad_share']:.2f}")

@@ -73,6 +73,12 @@ def check_judged_records(results: dict, condition: str) -> None:
     assert both["judge"] == pytest.approx(sum(r["scores"]["judge_score"] for r in records) / len(records))
     human = both["human"]
     assert human["judge"] == pytest.approx(sum(support_score(r["gold"]) for r in records) / len(records))
-    assert human["length_words"] == pytest.approx(sum(len(re.findall(r"[A-Za-z0-9']+", r["gold"]))
-                                                      for r in records) / len(records))
+    # length describes text: the answered turns, and the real turns at the same rows
+    answered = [r for r in records if r["parse_status"] == "ok"]
+
+    def mean_words(texts):
+        return pytest.approx(sum(len(re.findall(r"[A-Za-z0-9']+", t)) for t in texts) / len(texts)) if texts else None
+
+    assert both["length_words"] == mean_words([r["prediction"] for r in answered])
+    assert human["length_words"] == mean_words([r["gold"] for r in answered])
     assert results["human_reference"]["both"]["rsg_llm"] == pytest.approx(human["judge"])

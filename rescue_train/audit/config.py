@@ -10,7 +10,7 @@ from ..inference import BACKENDS
 from ..inference.options import ApiOptions, EngineOptions, check_api, reasons
 from ..scoring.judge import JUDGE_MAX_NEW_TOKENS
 from ..settings import meaning
-from .criteria import CRITERIA, EXPLORATORY_KEYS, IF_KEYS, OS_KEY
+from .criteria import CRITERIA, EXPLORATORY_KEYS, GATE_KEY, IF_KEYS, OS_KEY
 from .split import MODES as SPLITTERS
 
 CRITERIA_SETS = ("auto", "relate")
@@ -42,7 +42,8 @@ class AuditConfig(ApiOptions, EngineOptions):
         "what to audit: eval results folders of rsg, .jsonl files of dialogues, or reference (the real turns)"))
     splitter: str = field(default="default", metadata=meaning("default | relate"))
     criteria: Any = field(default="auto", metadata=meaning(
-        "auto: RELATE's five, plus our exploratory pair on multi-party turns; relate: the five"))
+        "auto: RELATE's five, our referent gate, and our exploratory pair on multi-party turns; relate: the five, "
+        "as published; or a list of keys"))
     context: int = field(default=-1, metadata=meaning(
         "rows/messages of prior dialogue shown to the judge: -1 all (as RELATE), k the last k"))
     data: AuditData = field(default_factory=AuditData)
@@ -51,7 +52,8 @@ class AuditConfig(ApiOptions, EngineOptions):
     limit: Optional[int] = field(default=None, metadata=meaning("at most this many turns per INPUT"))
     # Statistics and output.
     bootstrap: int = field(default=10000, metadata=meaning(
-        "bootstrap resamples of dialogues for the CIs and comparisons"))
+        "bootstrap resamples of split units (couples, families; a dialogue file's dialogues) for the CIs and "
+        "comparisons"))
     seed: int = field(default=BOOTSTRAP_SEED, metadata=meaning("seed of the bootstrap"))
     output_dir: str = field(default="runs/audit", metadata=meaning("labels, results, report and plots"))
     overwrite: bool = field(default=False, metadata=meaning(
@@ -89,7 +91,7 @@ def chosen_criteria(cfg: AuditConfig) -> tuple[str, ...]:
     from ..settings import as_list
 
     if isinstance(cfg.criteria, str) and cfg.criteria in CRITERIA_SETS:
-        return (*IF_KEYS, OS_KEY) + (EXPLORATORY_KEYS if cfg.criteria == "auto" else ())
+        return (*IF_KEYS, OS_KEY) + ((GATE_KEY, *EXPLORATORY_KEYS) if cfg.criteria == "auto" else ())
     keys = as_list(cfg.criteria)
     return tuple(k for k in CRITERIA if k in keys)
 

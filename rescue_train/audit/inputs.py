@@ -11,7 +11,10 @@
 * ``reference``: the benchmark's real therapist turns, each with the rows before it.
 
 Every assistant or therapist turn becomes a :class:`Turn`; ``turn_id`` counts the supporter's turns in the
-dialogue from 1, as RELATE does.
+dialogue from 1, as RELATE does. ``unit`` is what the bootstrap resamples: for benchmark turns the split unit
+of their sample (rescue_train.data.splits.assign_units: segments of one couple or family share people, so
+they are drawn together, as every other statistic of the project draws them), for a dialogue file the
+dialogue.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import Any
 
 from ..data import load_benchmark
 from ..data.schema import Sample
+from ..data.splits import assign_units
 
 REFERENCE = "reference"
 
@@ -36,6 +40,7 @@ class Turn:
     prior: list[tuple[str, str]]  # (speaker or role, text) of everything before the turn
     text: str
     origin: str  # where the turn came from, for messages: file:line or results record id
+    unit: str  # what the bootstrap resamples: the sample's split unit, or a dialogue file's dialogue
     row_index: int | None = None  # the benchmark row the turn stands at (reference and eval inputs)
 
 
@@ -61,6 +66,7 @@ def _prior(sample: Sample, row_index: int) -> list[tuple[str, str]]:
 
 def load_reference(data: str) -> tuple[list[Turn], dict[str, Any]]:
     bench = load_benchmark(data)
+    units = assign_units(bench.samples)
     turns = []
     for sample in bench.samples:
         ids = therapist_turn_ids(sample)
@@ -68,7 +74,8 @@ def load_reference(data: str) -> tuple[list[Turn], dict[str, Any]]:
             if row.is_therapist and row.dialogue.strip():
                 turns.append(Turn(REFERENCE, sample.sample_id, ids[row.row_index], "multi",
                                   _prior(sample, row.row_index), row.dialogue,
-                                  f"{bench.source}, sample {sample.sample_id!r}, row {row.row_index}", row.row_index))
+                                  f"{bench.source}, sample {sample.sample_id!r}, row {row.row_index}",
+                                  units[sample.sample_id], row.row_index))
     return turns, {"kind": "reference", "path": bench.source, "system": REFERENCE,
                    "data_fingerprint": bench.fingerprint}
 
@@ -106,7 +113,7 @@ def load_dialogues(path: Path, label: str | None = None) -> tuple[list[Turn], di
                 turn_id += 1
                 if message["content"].strip():
                     turns.append(Turn(system, dialogue_id, turn_id, "single", list(prior), message["content"],
-                                      f"{where}, messages[{i}]"))
+                                      f"{where}, messages[{i}]", dialogue_id))
             if role != "system":
                 prior.append((role, message["content"]))
     return turns, {"kind": "dialogues", "path": str(path), "system": system_default}
@@ -148,8 +155,9 @@ def load_eval_results(path: Path) -> tuple[list[Turn], list[dict[str, Any]], lis
         data = results["config"].get("data") or {}
         data = data.get("source", "bundled") if isinstance(data, dict) else data  # a plain path before data.*
         if data not in benches:
-            benches[data] = load_benchmark(data)
-        bench = benches[data]
+            loaded = load_benchmark(data)
+            benches[data] = (loaded, assign_units(loaded.samples))
+        bench, units = benches[data]
         recorded = (results.get("data") or {}).get("fingerprint")
         if recorded and recorded != bench.fingerprint:
             raise ValueError(f"{file}: the run's data {data!r} has changed since the run (fingerprint {recorded}, "
@@ -181,7 +189,7 @@ def load_eval_results(path: Path) -> tuple[list[Turn], list[dict[str, Any]], lis
                 raise ValueError(f"{origin}: sample {record.get('sample_id')!r} is not in the data {data!r}")
             row_index = _therapist_row(sample, int(record["row_index"]), origin)
             turns.append(Turn(system, sample.sample_id, therapist_turn_ids(sample)[row_index], "multi",
-                              _prior(sample, row_index), text, origin, row_index))
+                              _prior(sample, row_index), text, origin, units[sample.sample_id], row_index))
             count += 1
         sources.append({"kind": "eval", "path": str(file), "system": system, "tasks": sorted(audited),
                         "ignored_tasks": [t for t in tasks if t not in audited], "data": data,

@@ -12,8 +12,9 @@ from .criteria import CRITERIA
 from .inputs import REFERENCE
 from .stats import COMPOSITION, HEADLINE
 
+OURS = {"GATE": " (ours)", "EXPLORATORY": " (exploratory, ours)"}
 TITLES = {"IF": "IF (published)", "IF_gated": "IF (referent-gated, ours)", "OS": "OS",
-          **{k: c.name + (" (exploratory, ours)" if c.dimension == "EXPLORATORY" else "") for k, c in CRITERIA.items()}}
+          **{k: c.name + OURS.get(c.dimension, "") for k, c in CRITERIA.items()}}
 
 CAVEAT = (
     "**Read with care.** These labels come from an LLM judge. In the RELATE paper, judges agreed with human "
@@ -52,18 +53,19 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         f"Judge: {results['judge'].get('backend')} `{cfg.get('model')}`; splitter `{cfg.get('splitter')}`; "
         f"criteria: {', '.join(results['criteria'])}; 95% CIs from {boot['resamples']} bootstrap resamples of "
-        f"dialogues (seed {boot['seed']}).",
+        f"units (seed {boot['seed']}): a couple or family for benchmark turns, whose segments share people; a "
+        "dialogue for dialogue files.",
         "",
         CAVEAT,
         "",
     ]
     criteria = [m for m in analysis["measures"] if m not in HEADLINE]
     for title, group in (("Rates (% of labelled sentences) [95% CI]", HEADLINE), ("Per criterion", criteria)):
-        lines += [f"## {title}", "", "| System | Dialogues | Turns | Sentences | "
-                  + " | ".join(TITLES[m] for m in group) + " |", "|---|---:|---:|---:|" + "---|" * len(group)]
+        lines += [f"## {title}", "", "| System | Units | Dialogues | Turns | Sentences | "
+                  + " | ".join(TITLES[m] for m in group) + " |", "|---|---:|---:|---:|---:|" + "---|" * len(group)]
         for s in systems:
             p = per[s]
-            lines.append(f"| {s} | {p['dialogues']} | {p['turns']} | {p['sentences']} | "
+            lines.append(f"| {s} | {p['units']} | {p['dialogues']} | {p['turns']} | {p['sentences']} | "
                          + " | ".join(_rate_cell(p["rates"][m]) for m in group) + " |")
         lines.append("")
     lines += ["## Judge answers", "", "| System | MET | NOT_MET | PARSE_FAIL | missing |",
@@ -134,7 +136,7 @@ def plots(results: dict[str, Any], out: Path) -> list[Path]:
     ax.set_xticks(np.arange(len(measures)) + width * (len(systems) - 1) / 2)
     ax.set_xticklabels([TITLES[m].replace(" (", "\n(") for m in measures], fontsize=7)
     ax.set_ylabel("% of labelled sentences")
-    ax.set_title("Relational orientation with 95% CIs (dialogue bootstrap)")
+    ax.set_title("Relational orientation with 95% CIs (bootstrap over units)")
     ax.legend(fontsize=8)
     fig.tight_layout()
     written.append(out / "rates.png")

@@ -6,8 +6,9 @@ chunk by chunk), ``results.json``, ``report.md`` and the plots. A killed audit r
 the reference turns again) reuses every answer whose prompt it has seen: the cache. A folder whose labels came
 from another judge is refused unless ``overwrite=true``.
 
-Requests are sent in (INPUT, dialogue, turn, sentence, criterion) order; the prompt puts what they share first,
-so a prefix cache (vLLM's, or an API's) serves each dialogue's requests.
+Requests are sent in (system message, INPUT, dialogue, turn, sentence, criterion) order: every request about
+RELATE's five first, then every request about ours. The prompt puts what they share first (the system
+message, then the dialogue), so a prefix cache (vLLM's, or an API's) serves each dialogue's requests.
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ from ..inference import BackendError, Completion, as_completion
 from ..io import append_jsonl, read_jsonl, write_json_atomic
 from ..provenance import config_hash, git_commit, versions
 from .config import AuditConfig, answer_budget, chosen_criteria, judge_identity, make_judge
-from .criteria import ANSWER_SCHEMA, EXPLORATORY_KEYS, PARSE_FAIL, label_answer, messages, prompt_key
+from .criteria import EXPLORATORY_KEYS, PARSE_FAIL, answer_schema, family, label_answer, messages, prompt_key
 from .inputs import Loaded, Turn, load_inputs
 from .split import split_sentences
 
 RESULTS_FORMAT = "rescue-train/audit-results/v1"
+BOOTSTRAP_UNIT = ("split unit: the couple or family of benchmark turns (reference, eval results), the dialogue of a "
+                  "dialogue file")
 CHARS_PER_TOKEN = 4  # rough English average, for the dry-run estimate only
 
 
@@ -62,13 +65,14 @@ def plan(turns: list[Turn], cfg: AuditConfig) -> tuple[list[dict[str, Any]], lis
         parts = split_sentences(turn.text, cfg.splitter)
         prior = turn.prior if cfg.context < 0 else turn.prior[-cfg.context:] if cfg.context else []
         for number, text in enumerate(parts, start=1):
-            sentences.append({"system": turn.system, "dialogue_id": turn.dialogue_id, "turn_id": turn.turn_id,
-                              "sentence_id": number, "setting": turn.setting, "row_index": turn.row_index,
-                              "text": text, "criteria": list(criteria)})
+            sentences.append({"system": turn.system, "dialogue_id": turn.dialogue_id, "unit": turn.unit,
+                              "turn_id": turn.turn_id, "sentence_id": number, "setting": turn.setting,
+                              "row_index": turn.row_index, "text": text, "criteria": list(criteria)})
             for criterion in criteria:
-                prompt = messages(turn.setting, criteria, prior, parts[:number - 1], text, criterion)
+                prompt = messages(turn.setting, prior, parts[:number - 1], text, criterion)
                 requests.append(Request(len(sentences) - 1, criterion, prompt_key(prompt), prompt))
-    return sentences, requests
+    # The requests under one system message go together; the stable sort keeps their dialogue order.
+    return sentences, sorted(requests, key=lambda r: family(r.criterion) != "published")
 
 
 class LabelStore:
@@ -127,7 +131,6 @@ def ask(store: LabelStore, requests: list[Request], sentences: list[dict[str, An
 
     owned = backend is None
     backend = backend or make_judge(cfg)
-    constraint = {"json": ANSWER_SCHEMA} if cfg.constrained else None
     budget = answer_budget(cfg)
     try:
         write_json_atomic(saved, backend.describe())
@@ -135,8 +138,9 @@ def ask(store: LabelStore, requests: list[Request], sentences: list[dict[str, An
             for start in range(0, len(todo), cfg.chunk):
                 part = todo[start:start + cfg.chunk]
                 try:
+                    constraints = [{"json": answer_schema(r.criterion)} if cfg.constrained else None for r in part]
                     answers = backend.generate([r.prompt for r in part], max_new_tokens=[budget] * len(part),
-                                               constraints=[constraint] * len(part))
+                                               constraints=constraints)
                 except BackendError as stop:
                     store.add(label_lines(part, stop.partial))
                     if stop.index is not None:
@@ -211,7 +215,7 @@ def run(inputs: list[str], cfg: AuditConfig, *, backend=None) -> dict[str, Any]:
         "judge": described,
         "versions": versions(),
         "git_commit": git_commit(),
-        "bootstrap": {"resamples": cfg.bootstrap, "seed": cfg.seed, "unit": "dialogue"},
+        "bootstrap": {"resamples": cfg.bootstrap, "seed": cfg.seed, "unit": BOOTSTRAP_UNIT},
         "analysis": analyse(sentences, cfg.bootstrap, cfg.seed),
         "sentences": sentences,
     }

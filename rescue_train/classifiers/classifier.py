@@ -135,7 +135,8 @@ class TorchSettings:
     lora_r: int = field(default=8, metadata=meaning("LoRA rank"))
     lora_alpha: int = field(default=16, metadata=meaning("LoRA scaling alpha"))
     lora_dropout: float = field(default=0.0, metadata=meaning("LoRA dropout"))
-    bf16: bool = field(default=False, metadata=meaning("bf16 weights and training"))
+    bf16: bool = field(default=False, metadata=meaning(
+        "bf16 autocast in training and prediction; the weights and optimiser stay fp32"))
     crt_steps: int = field(default=100, metadata=meaning("cRT: steps of the second, classifier-only stage"))
     crt_lr: Optional[float] = field(default=None, metadata=meaning("None: the same as lr"))
     threads: Optional[int] = field(default=None, metadata=meaning(
@@ -209,9 +210,10 @@ def _model(settings: TorchSettings, tok, space: LabelSpace):
         model = AutoModelForSequenceClassification.from_config(config)
     else:
         source = tiny_model_path() if settings.model == "tiny" else settings.model
+        # fp32 master weights whatever ``bf16`` says: AdamW steps on bf16 weights would round most updates at
+        # fine-tuning learning rates (3e-5 against weights of ~0.02) to nothing; bf16 is the Trainer's autocast.
         model = AutoModelForSequenceClassification.from_pretrained(
-            str(source), num_labels=len(space), ignore_mismatched_sizes=True, **labels,
-            **({"dtype": "bfloat16"} if settings.bf16 else {}))
+            str(source), num_labels=len(space), ignore_mismatched_sizes=True, dtype="float32", **labels)
     model.config.pad_token_id = tok.pad_token_id  # decoder classifiers pool the last non-pad token
     if settings.lora:
         from peft import LoraConfig, TaskType, get_peft_model
@@ -275,14 +277,14 @@ def _trainer(model, tok, dataset, loss_fn, settings: TorchSettings, steps: int, 
                            data_collator=_collator(tok))
 
 
-def _logits(model, tok, encoded: _Encoded, batch_size: int) -> np.ndarray:
+def _logits(model, tok, encoded: _Encoded, batch_size: int, bf16: bool = False) -> np.ndarray:
     import torch
 
     collate = _collator(tok)
     device = next(model.parameters()).device
     model.eval()
     out = []
-    with torch.no_grad():
+    with torch.no_grad(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):  # as in training
         for start in range(0, len(encoded), batch_size):
             batch = collate([encoded[i] for i in range(start, min(start + batch_size, len(encoded)))])
             mask = batch.pop("label_mask").to(device)
@@ -311,6 +313,15 @@ def fit_predict_torch(splits: dict[str, Split], space: LabelSpace, strategy: Str
     import torch
     from transformers import set_seed
 
+    from ..devices import gpus_without_launcher
+
+    gpus = gpus_without_launcher()
+    if gpus > 1:
+        raise ValueError(
+            f"{gpus} GPUs are visible to this one process: transformers would train the torch classifier on all of "
+            f"them with nn.DataParallel, {gpus} times the batch, so a run of torch.steps steps would see {gpus}x the "
+            f"samples of a one-GPU run. Train on one GPU: CUDA_VISIBLE_DEVICES=0 rescue-train ...; to use several, "
+            f"start one process per GPU with disjoint strategies=[...] (docs/classifiers.md)")
     set_seed(seed)
     threads = torch.get_num_threads()
     if settings.threads:  # for this fit only: the process keeps its own setting
@@ -352,8 +363,8 @@ def _fit_predict_torch(splits: dict[str, Split], space: LabelSpace, strategy: St
     result = {"train_loss": [float(x) for x in history], "sampled_training_examples": len(indices)}
     for role in ("validation", "test"):
         split = splits[role]
-        result[role] = _logits(model, tok, _Encoded(encode(split), split.y, split.mask), settings.eval_batch_size) \
-            if len(split) else np.zeros((0, len(space)), dtype=np.float32)
+        result[role] = _logits(model, tok, _Encoded(encode(split), split.y, split.mask), settings.eval_batch_size,
+                               settings.bf16) if len(split) else np.zeros((0, len(space)), dtype=np.float32)
     if keep_model:
         result["fitted"] = {"model": model, "tokenizer": tok}
         return result

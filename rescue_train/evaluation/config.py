@@ -22,6 +22,7 @@ from ..inference import BACKENDS
 from ..inference.options import ApiOptions, EngineOptions, check_api, reasons
 from ..scoring.bertscore import BertScoreConfig
 from ..scoring.judge import VP_SCALES, JudgeConfig
+from ..scoring.metrics import JUDGE_ON_FAILURE
 from ..settings import ConfigError, as_list, compose, dotlist, find_yaml, meaning, read_yaml
 from ..tasks import TASKS
 from .trained import SPLIT_KEYS, TrainingRun, adapter_runs, read_run, run_of_model
@@ -204,6 +205,9 @@ def validate(cfg: EvalConfig) -> None:
     choose("rank_score", cfg.rank_score, ("sum", "mean"))
     choose("judge.backend", cfg.judge.backend, ("none", *BACKENDS))
     choose("judge.vp_scale", cfg.judge.vp_scale, VP_SCALES)
+    choose("judge.on_failure", cfg.judge.on_failure, JUDGE_ON_FAILURE)
+    if cfg.judge.retries is not None and cfg.judge.retries < 0:
+        raise ValueError(f"judge.retries must be 0 or more, got {cfg.judge.retries}")
     check_api(cfg)
     check_api(cfg.judge, "judge.")
     cfg.tasks = [t.lower() for t in as_list(cfg.tasks)]

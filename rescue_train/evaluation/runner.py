@@ -27,7 +27,7 @@ from ..data.splits import SplitManifest, assign_units, check_leakage, make_manif
 from ..inference import BackendError, make_backend
 from ..io import append_jsonl, read_jsonl, write_json_atomic
 from ..provenance import config_hash, git_commit, versions, weights_digest
-from ..scoring.judge import judge_budget, make_judge_backend
+from ..scoring.judge import judge_budget, judge_retries, make_judge_backend, needs_judging
 from ..scoring.metric_uncertainty import result_uncertainty
 from ..scoring.metrics import aggregate, table5_row, task_labels
 from ..settings import flatten
@@ -200,7 +200,10 @@ def prediction_identity(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data
 
 
 def scoring_identity(cfg: EvalConfig) -> dict[str, Any]:
-    judge = {k: v for k, v in to_dict(cfg)["judge"].items() if k not in ("batch_size", "cache", *RUNTIME_KEYS)}
+    # retries and on_failure decide neither a verdict nor which are kept: a changed one keeps the scores
+    # (unreadable verdicts are asked again anyway; on_failure only changes the aggregates)
+    judge = {k: v for k, v in to_dict(cfg)["judge"].items()
+             if k not in ("batch_size", "cache", "retries", "on_failure", *RUNTIME_KEYS)}
     bert = {k: v for k, v in to_dict(cfg)["bertscore"].items() if k not in ("batch_size", "device")}
     return {"judge": judge, "bertscore": bert}
 
@@ -326,7 +329,7 @@ def score_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: Eval
     scores = folder.done_scores()
     for scorer in scorers:
         scorer.folder = folder.path
-        todo_records = [r for r in records if scorer.applies(r["task"]) and scorer.key not in scores.get(r["id"], {})]
+        todo_records = [r for r in records if scorer.applies(r["task"]) and scorer.pending(scores.get(r["id"], {}))]
         with _progress(len(todo_records), f"{variant.name}: {scorer.name}", cfg.progress) as bar:
             for part in _chunks(todo_records, scorer.chunk):
                 lines = scorer.score(part, instances, records)
@@ -340,11 +343,15 @@ def score_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: Eval
 
 
 class BertScoreStage:
-    name, key, chunk, folder = "bertscore", "bertscore_f1", 256, None
+    name, chunk, folder = "bertscore", 256, None
 
     @staticmethod
     def applies(task: str) -> bool:
         return TASKS[task].bertscore
+
+    @staticmethod
+    def pending(scores: dict) -> bool:
+        return "bertscore_f1" not in scores
 
     def __init__(self, cfg: EvalConfig):
         self.cfg = cfg.bertscore
@@ -374,11 +381,17 @@ class BertScoreStage:
 
 
 class JudgeStage:
-    name, key, folder = "judge", "judge_status", None
+    name, folder = "judge", None
 
     @staticmethod
     def applies(task: str) -> bool:
         return TASKS[task].judged
+
+    @staticmethod
+    def pending(scores: dict) -> bool:
+        """Never judged, or a verdict that stayed unreadable: a rerun asks exactly those again (the cache
+        serves the record's readable verdicts)."""
+        return needs_judging(scores)
 
     def __init__(self, cfg: EvalConfig, backend=None):
         from ..scoring.judge import Judge
@@ -400,7 +413,8 @@ class JudgeStage:
 
         if self.judge is None:
             self.judge = self._judge_cls(self._backend or make_judge_backend(self.cfg), model=self.cfg.model,
-                                         vp_scale=self.cfg.vp_scale, max_new_tokens=judge_budget(self.cfg))
+                                         vp_scale=self.cfg.vp_scale, max_new_tokens=judge_budget(self.cfg),
+                                         retries=judge_retries(self.cfg))
         cache = self.folder / "judge_cache.jsonl" if self.cfg.cache and self.folder else None
         if self.judge.cache.path != cache:  # one cache file per run folder
             self.judge.cache = JudgeCache(cache)
@@ -422,7 +436,7 @@ def make_scorers(cfg: EvalConfig, judge_backend=None) -> list:
 
 def write_results(cfg, spec, variant, data, backend_info, identity, folder, records) -> dict:
     by_task = {task: [r for r in records if r["task"] == task] for task in cfg.tasks}
-    aggregates = {task: aggregate(task, by_task[task], task_labels(task)) for task in cfg.tasks}
+    aggregates = {task: aggregate(task, by_task[task], task_labels(task), cfg.judge.on_failure) for task in cfg.tasks}
     uncertainty = {task: result_uncertainty(task, by_task[task], task_labels(task), aggregates[task])
                    for task in cfg.tasks}
     results = {

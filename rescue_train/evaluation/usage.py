@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ..scoring.judge import judge_budget
+from ..scoring.judge import judge_budget, needs_judging
 from ..tasks import TASKS, Instance
 from .config import EvalConfig, budget_override
 from .protocols import is_ranked, max_new_tokens, messages
@@ -48,7 +48,7 @@ def estimate(cfg: EvalConfig, todo: Sequence[Instance], instances: Iterable[Inst
                 if check.of_prediction and record["parse_status"] != "ok":
                     continue  # not sent to the judge
                 judge_prompt = check_prompt(check)
-                if cache.get(prompt_key(cfg.judge.model, judge_prompt)) is not None:
+                if cache.verdict(prompt_key(cfg.judge.model, judge_prompt), check.rubric) is not None:
                     cached += 1
                     continue
                 calls += 1
@@ -85,7 +85,7 @@ def print_estimate(cfg: EvalConfig, todo: Sequence[Instance], instances: Iterabl
     """Print the estimate before a run that calls an API model or a judge."""
     if cfg.backend != "openai" and cfg.judge.backend == "none":
         return
-    judged = {i for i, s in folder.done_scores().items() if "judge_status" in s}
+    judged = {i for i, s in folder.done_scores().items() if not needs_judging(s)}
     numbers = estimate(cfg, todo, instances, predictions, judged, folder.path / "judge_cache.jsonl")
     if any(n["calls"] or n.get("cached") for n in numbers.values()):
         print(describe_estimate(numbers), flush=True)

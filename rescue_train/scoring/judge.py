@@ -9,11 +9,13 @@ output kept.
   target_strategy) whether each turn enacts the given strategy toward the given target, 0/1.
 
 A prediction that failed to parse is not sent to the judge: it gets the bottom of the scale. A judge answer
-that cannot be read (or was refused or cut short) leaves the score empty (``judge_status`` failed) with the
-raw text kept; the metrics then score the instance at the bottom of the scale (docs/evaluation.md).
+that cannot be read (or was refused or cut short) is asked again, ``judge.retries`` times within the run; one
+that stays unreadable leaves the score empty (``judge_status`` failed) with the raw text kept, and the metrics
+floor or exclude it (``judge.on_failure``, docs/evaluation.md).
 
-Verdicts are cached by (judge model, judge prompt hash) in ``judge_cache.jsonl``, written as they arrive,
-so a resumed run, a rerun with other BERTScore settings or a run stopped by an API error never pays twice.
+Readable verdicts are cached by (judge model, judge prompt hash) in ``judge_cache.jsonl``, written as they
+arrive, so a resumed run, a rerun with other BERTScore settings or a run stopped by an API error never pays
+twice. Unreadable ones are never cached: a rerun asks exactly them again.
 """
 
 from __future__ import annotations
@@ -57,7 +59,12 @@ class JudgeConfig(ApiOptions):
     max_new_tokens: Optional[int] = field(default=None, metadata=meaning("default 256, 4096 when the judge reasons"))
     batch_size: int = field(default=8, metadata=meaning("prompts per judge batch (hf)"))
     cache: bool = field(default=True, metadata=meaning(
-        "verdicts kept in OUTPUT/judge_cache.jsonl by (judge model, prompt hash)"))
+        "readable verdicts kept in OUTPUT/judge_cache.jsonl by (judge model, prompt hash)"))
+    retries: Optional[int] = field(default=None, metadata=meaning(
+        "asks again per unreadable verdict within a run; default 2 for backend=openai, 0 for a local judge "
+        "(greedy: the same prompt gets the same answer)"))
+    on_failure: str = field(default="floor", metadata=meaning(
+        "an unreadable verdict scores the bottom of the scale (floor) or leaves the means (exclude)"))
 
 
 def judge_budget(judge: JudgeConfig) -> int:
@@ -66,9 +73,10 @@ def judge_budget(judge: JudgeConfig) -> int:
 
 def check_judge(judge: JudgeConfig) -> None:
     """Fail now, not after every prediction, when the judge cannot be reached: an API judge without its key in
-    the environment, a local judge model whose configuration cannot be found."""
+    the environment (a local server, ``judge.base_url``, takes any key, as the backend does), a local judge
+    model whose configuration cannot be found."""
     if judge.backend == "openai":
-        if not os.environ.get(judge.api_key_env):
+        if not judge.base_url and not os.environ.get(judge.api_key_env):
             raise ValueError(f"judge.backend=openai: set the judge's API key in the environment variable "
                              f"{judge.api_key_env} (or name another one with judge.api_key_env=...)")
         return
@@ -81,12 +89,21 @@ def check_judge(judge: JudgeConfig) -> None:
                          "folder, a hub name in the local cache, or 'tiny'") from None
 
 
+def judge_retries(judge: JudgeConfig) -> int:
+    """How many times an unreadable verdict is asked again within a run."""
+    if judge.retries is not None:
+        return judge.retries
+    return 2 if judge.backend == "openai" else 0
+
+
 def make_judge_backend(judge: JudgeConfig):
     """The judge's backend (its engine defaults; API keys from ``judge``)."""
     return make_backend(BackendSpec(backend=judge.backend, model=judge.model, api=pick(ApiOptions, judge),
                                     batch_size=judge.batch_size, progress=False))
 
 
+# The system message of checks against a reference (ER, VP); a task whose checks have no reference gives
+# its own (JudgeCheck.system).
 SYSTEM = ("You grade the answers of a model that analyses couple and family therapy transcripts, against an "
           "expert annotator's reference. Judge meaning, not wording. Reply with JSON only.")
 
@@ -100,7 +117,8 @@ def rubric(task: str, vp_scale: str) -> Rubric:
 
 
 def check_prompt(check: JudgeCheck) -> Messages:
-    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": f"{check.material}\n\n{check.rubric.text}"}]
+    return [{"role": "system", "content": check.system or SYSTEM},
+            {"role": "user", "content": f"{check.material}\n\n{check.rubric.text}"}]
 
 
 def prompt(record: dict[str, Any], inst: Instance | None, vp_scale: str) -> Messages:
@@ -166,6 +184,17 @@ def verdict(task: str, answer: Completion, vp_scale: str) -> dict[str, Any]:
     return rubric_verdict(rubric(task, vp_scale), answer)
 
 
+def readable(chosen: Rubric, answer: Completion) -> bool:
+    return rubric_verdict(chosen, answer)["judge_status"] == "ok"
+
+
+def needs_judging(scores: dict[str, Any]) -> bool:
+    """Whether a record's score line still lacks a verdict: never judged, or a check whose verdict stayed
+    unreadable (every ``*_status`` key of a score line is a judge check's)."""
+    return "judge_status" not in scores or any(
+        key.endswith("_status") and value == "failed" for key, value in scores.items())
+
+
 def _prefixed(line: dict[str, Any], prefix: str) -> dict[str, Any]:
     """Score keys of one check: ``judge_*`` for the main one, ``<prefix>*`` for the others."""
     if prefix == "judge_":
@@ -178,8 +207,8 @@ def prompt_key(model: str, messages: Messages) -> str:
 
 
 class JudgeCache:
-    """Judge answers by (judge model, prompt hash), appended to a jsonl file as they arrive. Answers cut
-    short by the budget are not kept (a larger budget should ask again)."""
+    """Readable judge answers (the judge puts no other) by (judge model, prompt hash), appended to a jsonl file
+    as they arrive. Answers cut short by the budget are not kept either (a larger budget should ask again)."""
 
     def __init__(self, path: Path | None):
         self.path = path
@@ -190,10 +219,18 @@ class JudgeCache:
         return None if entry is None else Completion(entry["raw"], entry.get("finish_reason"), entry.get("usage"),
                                                      entry.get("refusal"))
 
+    def verdict(self, key: str, chosen: Rubric) -> Completion | None:
+        """The cached answer when it reads as a verdict under ``chosen`` (a cache written before unreadable
+        answers were left out may hold some: they are asked again)."""
+        answer = self.get(key)
+        return answer if answer is not None and readable(chosen, answer) else None
+
     def put(self, model: str, answers: Sequence[tuple[str, Completion]]) -> None:
-        new = [{"key": key, "judge_model": model, "raw": a.text, "finish_reason": a.finish_reason,
-                "usage": a.usage, "refusal": a.refusal}
-               for key, a in answers if a.finish_reason != "length" and key not in self.entries]
+        # A key already present holds an answer that did not read (the caller asks only for those): the new
+        # line replaces it, here and when the file is read back (the last line of a key wins).
+        new = list({key: {"key": key, "judge_model": model, "raw": a.text, "finish_reason": a.finish_reason,
+                          "usage": a.usage, "refusal": a.refusal}
+                    for key, a in answers if a.finish_reason != "length"}.values())
         self.entries.update((e["key"], e) for e in new)
         if new and self.path is not None:
             append_jsonl(self.path, new)
@@ -201,9 +238,10 @@ class JudgeCache:
 
 class Judge:
     def __init__(self, backend: Backend, *, model: str, vp_scale: str = "likert5", max_new_tokens: int = 256,
-                 cache: JudgeCache | None = None):
+                 cache: JudgeCache | None = None, retries: int = 0):
         self.backend, self.model, self.vp_scale, self.max_new_tokens = backend, model, vp_scale, max_new_tokens
         self.cache = cache or JudgeCache(None)
+        self.retries = retries
 
     def judge(self, records: Sequence[dict[str, Any]], instances: dict[str, Instance]) -> list[dict[str, Any]]:
         """One score line per record, in order: ``id`` plus, for each of its task's judge checks, the score,
@@ -224,23 +262,42 @@ class Judge:
                     lines[i].update(_prefixed(base, check.prefix))
                     checks[(i, k)], prompts[(i, k)] = check, check_prompt(check)
         keys = {ik: prompt_key(self.model, p) for ik, p in prompts.items()}
-        answers = {ik: self.cache.get(key) for ik, key in keys.items()}
+        answers = {ik: self.cache.verdict(key, checks[ik].rubric) for ik, key in keys.items()}
         cached = {ik for ik, a in answers.items() if a is not None}
         asked = [ik for ik in prompts if ik not in cached]
-        if asked:
-            try:
-                texts = self.backend.generate(
-                    [prompts[ik] for ik in asked], max_new_tokens=[self.max_new_tokens] * len(asked),
-                    constraints=[{"json": rubric_schema(checks[ik].rubric)} for ik in asked])
-            except BackendError as stop:
-                self.cache.put(self.model, [(keys[ik], a) for ik, a in zip(asked, stop.partial) if a is not None])
-                stop.where = f"judging {records[asked[stop.index][0]]['id']}" if stop.index is not None else "judge"
-                raise
-            answers.update((ik, as_completion(t)) for ik, t in zip(asked, texts))
-            self.cache.put(self.model, [(keys[ik], answers[ik]) for ik in asked])
+        attempts = dict.fromkeys(asked, 0)
+        for _ in range(1 + self.retries):  # the first ask, then the retries of what stayed unreadable
+            if not asked:
+                break
+            for ik, answer in zip(asked, self._ask(asked, prompts, checks, keys, records)):
+                answers[ik] = answer
+                attempts[ik] += 1
+            asked = [ik for ik in asked if not readable(checks[ik].rubric, answers[ik])]
         for (i, k), answer in answers.items():
             check = checks[(i, k)]
             lines[i].update(_prefixed({**rubric_verdict(check.rubric, answer), "judge_raw": answer.text,
                                        "judge_finish_reason": answer.finish_reason, "judge_usage": answer.usage,
-                                       "judge_cached": (i, k) in cached}, check.prefix))
+                                       "judge_cached": (i, k) in cached, "judge_attempts": attempts.get((i, k), 0)},
+                                      check.prefix))
         return lines
+
+    def _ask(self, asked: list[tuple[int, int]], prompts: dict, checks: dict, keys: dict,
+             records: Sequence[dict[str, Any]]) -> list[Completion]:
+        """One round of judge calls; the readable answers go to the cache as they come (on a stopping API
+        error too, which is raised again naming the record)."""
+
+        def keep(pairs) -> None:
+            self.cache.put(self.model, [(keys[ik], a) for ik, a in pairs
+                                        if a is not None and readable(checks[ik].rubric, a)])
+
+        try:
+            texts = self.backend.generate(
+                [prompts[ik] for ik in asked], max_new_tokens=[self.max_new_tokens] * len(asked),
+                constraints=[{"json": rubric_schema(checks[ik].rubric)} for ik in asked])
+        except BackendError as stop:
+            keep(zip(asked, stop.partial))
+            stop.where = f"judging {records[asked[stop.index][0]]['id']}" if stop.index is not None else "judge"
+            raise
+        answers = [as_completion(t) for t in texts]
+        keep(zip(asked, answers))
+        return answers

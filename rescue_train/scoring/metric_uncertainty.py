@@ -56,9 +56,10 @@ def _clusters(records: Sequence[dict]) -> tuple[np.ndarray, np.ndarray] | None:
     return index, np.array([scenario[n] for n in names])
 
 
-def _metrics(task: str, records: Sequence[dict], space: Sequence[str] | None, index: np.ndarray, n_clusters: int):
+def _metrics(task: str, records: Sequence[dict], space: Sequence[str] | None, index: np.ndarray, n_clusters: int,
+             judge_on_failure: str = "floor"):
     """(per-record values of the mean metrics, the resampled statistic or None, every metric's name)."""
-    values = record_values(task, records)
+    values = record_values(task, records, judge_on_failure)
     statistic = resampled_metrics(task, records, space, index, n_clusters)
     resampled = list(statistic(np.ones((1, n_clusters)))) if statistic else []
     return values, statistic, list(values) + resampled
@@ -109,12 +110,14 @@ def result_uncertainty(task: str, records: Sequence[dict], label_spaces: dict[st
     """Every numeric metric's uncertainty per scope (see the module's doc); ``aggregates`` (``aggregate`` of
     the same records) saves recomputing them."""
     aggregates = aggregates if aggregates is not None else aggregate(task, records, label_spaces)
+    on_failure = next((s["judge_on_failure"] for s in aggregates.values() if "judge_on_failure" in s), "floor")
     out: dict[str, dict[str, dict]] = {}
     for scope, scoped in aggregates.items():
         chosen = _scoped(records, scope)
         clusters = _clusters(chosen)
         index, strata = clusters if clusters else (np.zeros(len(chosen), int), np.array([scope]))
-        values, statistic, names = _metrics(task, chosen, scope_labels(label_spaces, scope), index, len(strata))
+        values, statistic, names = _metrics(task, chosen, scope_labels(label_spaces, scope), index, len(strata),
+                                            on_failure)
         expected = {m: metric_value(scoped, m) for m in names}
         wanted = [m for m in names if _number(expected[m])]
         if clusters is None:
@@ -130,7 +133,7 @@ def result_uncertainty(task: str, records: Sequence[dict], label_spaces: dict[st
 
 def paired_differences(task: str, records: Sequence[dict], reference: Sequence[dict],
                        label_spaces: dict[str, Sequence[str]] | None = None,
-                       metrics: Sequence[str] | None = None) -> list[dict[str, Any]]:
+                       metrics: Sequence[str] | None = None, judge_on_failure: str = "floor") -> list[dict[str, Any]]:
     """``records`` minus ``reference`` on the instances both scored (matched by id), per scope and metric
     (``metrics``: default every one with an interval): cells with ``task``, ``scenario``, ``metric``,
     ``diff``, ``se``, ``ci``, ``p``, ``n_shared``, ``clusters``, ``method`` (and ``reason`` where none can be
@@ -142,7 +145,8 @@ def paired_differences(task: str, records: Sequence[dict], reference: Sequence[d
         return []
     names = list(metrics) if metrics is not None else covered_metrics(task, mine_all)
     differing = sum(r["gold"] != q["gold"] for r, q in zip(mine_all, theirs_all))
-    mine_agg, theirs_agg = aggregate(task, mine_all, label_spaces), aggregate(task, theirs_all, label_spaces)
+    mine_agg = aggregate(task, mine_all, label_spaces, judge_on_failure)
+    theirs_agg = aggregate(task, theirs_all, label_spaces, judge_on_failure)
     cells = []
     for scope in [s for s in SCOPES if s in mine_agg]:
         mine, theirs = _scoped(mine_all, scope), _scoped(theirs_all, scope)
@@ -157,8 +161,8 @@ def paired_differences(task: str, records: Sequence[dict], reference: Sequence[d
         else:
             index, strata = clusters
             space = scope_labels(label_spaces, scope)
-            values_mine, mine_stat, _ = _metrics(task, mine, space, index, len(strata))
-            values_theirs, theirs_stat, _ = _metrics(task, theirs, space, index, len(strata))
+            values_mine, mine_stat, _ = _metrics(task, mine, space, index, len(strata), judge_on_failure)
+            values_theirs, theirs_stat, _ = _metrics(task, theirs, space, index, len(strata), judge_on_failure)
             # A mean's difference: the mean of the per-instance differences where both have a value.
             differences = {m: [None if a is None or b is None else a - b
                                for a, b in zip(values_mine[m], values_theirs[m])] for m in values_mine}

@@ -132,16 +132,43 @@ def _ranking(records: list[dict], task: str, label_space: Sequence[str] | None) 
     return out
 
 
+JUDGE_ON_FAILURE = ("floor", "exclude")
+
+
 def _floor(scores: dict[str, Any], prefix: str = "judge_") -> int:
     """The bottom of the judge's scale under ``prefix`` ("1-5" -> 1, "0-6" -> 0)."""
     return int(str(scores.get(f"{prefix}scale", "1-5")).split("-")[0])
 
 
-def _verdict_values(scores: list[dict], prefix: str = "judge_") -> list[float | None]:
-    """Per instance, the judge score under ``prefix`` by the one failure rule: a failed verdict scores the
-    bottom of its scale; None where there is no verdict."""
-    return [None if not s.get(f"{prefix}status") else _floor(s, prefix) if s[f"{prefix}status"] == "failed"
-            else s.get(f"{prefix}score") for s in scores]
+def _judged(scores: Sequence[dict[str, Any]], prefix: str = "judge_") -> bool:
+    """Whether every record has a verdict under ``prefix``: a mean never runs over fewer records unnoticed."""
+    return bool(scores) and all(s.get(f"{prefix}status") for s in scores)
+
+
+def _verdict_values(scores: Sequence[dict[str, Any]], prefix: str = "judge_", on_failure: str = "floor"
+                    ) -> list[float | None]:
+    """Per record, the judge's score under ``prefix``: a readable verdict gives its score (a prediction that
+    did not parse was given the bottom of the scale without a call); an unreadable verdict the bottom of the
+    scale (``floor``) or None, out of the mean (``exclude``); None where the judge did not run."""
+    if on_failure not in JUDGE_ON_FAILURE:
+        raise ValueError(f"judge.on_failure must be one of {', '.join(JUDGE_ON_FAILURE)}, got {on_failure!r}")
+    values: list[float | None] = []
+    for s in scores:
+        status = s.get(f"{prefix}status")
+        if status == "failed":
+            values.append(_floor(s, prefix) if on_failure == "floor" else None)
+        else:
+            values.append(s.get(f"{prefix}score") if status else None)
+    return values
+
+
+def _verdict_mean(values: Sequence[float | None], scores: Sequence[dict[str, Any]], prefix: str) -> float | None:
+    """The mean of a check's values, when every record has its verdict (None otherwise)."""
+    return _mean(values) if _judged(scores, prefix) else None
+
+
+def _unreadable(scores: Sequence[dict[str, Any]], prefix: str = "judge_") -> int:
+    return sum(s.get(f"{prefix}status") == "failed" for s in scores)
 
 
 def _bertscore_values(records: list[dict]) -> list[float | None]:
@@ -150,33 +177,33 @@ def _bertscore_values(records: list[dict]) -> list[float | None]:
             else (r.get("scores") or {}).get("bertscore_f1") for r in records]
 
 
-def _generation_values(records: list[dict], task: str) -> dict[str, list[float | None]]:
-    """ER and VP under one failure rule: a failed answer (a parse failure, a refusal, a truncated answer) or
-    an unreadable judge verdict scores the bottom of the scale on every judged component (S_emo 1, S_int 1,
-    VP judge 1, or 0 on the 0-6 scale), and a failed answer BERTScore 0; so every mean, and
-    S_ER = (S_emo + S_int) / 2, runs over the same instances."""
+def _generation_values(records: list[dict], task: str, on_failure: str = "floor") -> dict[str, list[float | None]]:
+    """ER and VP. A failed answer (a parse failure, a refusal, a truncated answer) scores the bottom of the
+    scale on every component (S_emo 1, S_int 1, VP judge 1, or 0 on the 0-6 scale) and BERTScore 0. An
+    unreadable judge verdict is floored or excluded by ``on_failure``; it touches only what the judge decides
+    (S_emo, the VP judge score): S_int is a formula on the intensities and BERTScore needs no judge.
+    S_ER is (S_emo + S_int) / 2 per instance with an S_emo."""
     scores = [r.get("scores") or {} for r in records]
-    judge = _verdict_values(scores)
+    judge = _verdict_values(scores, "judge_", on_failure)
     values = {"bertscore_f1": _bertscore_values(records)}
     if TASKS[task].metric != "emotion":
         return {**values, "judge": judge}
-    failed = [r.get("parse_status") != "ok" or s.get("judge_status") == "failed" for r, s in zip(records, scores)]
-    intensity = [1.0 if bad else instance_scores(task, r["gold"], r["prediction"])["intensity_score"]
-                 for r, bad in zip(records, failed)]
+    intensity = [1.0 if r.get("parse_status") != "ok" else
+                 instance_scores(task, r["gold"], r["prediction"])["intensity_score"] for r in records]
     s_er = [None if e is None else (e + i) / 2 for e, i in zip(judge, intensity)]
     return {**values, "s_int": intensity, "s_emo": judge, "s_er": s_er, "judge": s_er}
 
 
-def _generation(records: list[dict], task: str) -> dict[str, Any]:
+def _generation(records: list[dict], task: str, on_failure: str = "floor") -> dict[str, Any]:
     scores = [r.get("scores") or {} for r in records]
-    values = _generation_values(records, task)
+    values = _generation_values(records, task, on_failure)
     out: dict[str, Any] = {"bertscore_f1": _mean(values["bertscore_f1"]),
                            "judged": sum(s.get("judge_status") == "ok" for s in scores),
-                           "judge_failures": sum(s.get("judge_status") == "failed" for s in scores)}
+                           "judge_failures": _unreadable(scores), "judge_on_failure": on_failure}
     if "s_int" in values:
-        out.update(s_int=_mean(values["s_int"]), s_emo=_mean_of_all(values["s_emo"]),
-                   s_er=_mean_of_all(values["s_er"]))
-    out["judge"] = _mean_of_all(values["judge"])
+        out.update(s_int=_mean(values["s_int"]), s_emo=_verdict_mean(values["s_emo"], scores, "judge_"),
+                   s_er=_verdict_mean(values["s_er"], scores, "judge_"))
+    out["judge"] = _verdict_mean(values["judge"], scores, "judge_")
     return out
 
 
@@ -193,61 +220,69 @@ def distinct_n(texts: Sequence[str], n: int) -> float | None:
 
 
 def _support_texts(records: list[dict]) -> dict[str, list[str]]:
-    """The turns whose length and distinct-n are measured: the model's (a failed answer as empty) and the
-    real therapists' (``human.``)."""
-    return {"": ["" if r.get("parse_status") != "ok" else r["prediction"] for r in records],
-            "human.": [r["gold"] for r in records]}
+    """The turns whose length and distinct-n are measured, one per record: the model's answered turns and the
+    real therapists' turns at the same rows (``human.``); a failed answer's row is empty in both."""
+    answered = [r.get("parse_status") == "ok" for r in records]
+    return {"": [r["prediction"] if ok else "" for r, ok in zip(records, answered)],
+            "human.": [r["gold"] if ok else "" for r, ok in zip(records, answered)]}
 
 
-def _support_values(records: list[dict], task: str) -> dict[str, list[float | None]]:
+def _support_values(records: list[dict], task: str, on_failure: str = "floor") -> dict[str, list[float | None]]:
     """Free-text support turns: BERTScore and the judge's 1-5 rubric against the real turn, the adherence
     rate (condition target_strategy) and the length in words; ``human.`` the same for the real therapists'
-    turns (judged by the same rubric; BERTScore against themselves is 1). Failed answers and unreadable
-    verdicts score the bottom of the scale, as for ER and VP."""
+    turns (judged by the same rubric; BERTScore against themselves is 1). Failed answers score the bottom of
+    each judged scale and BERTScore 0; unreadable verdicts are floored or excluded by ``on_failure``, each
+    check on its own. Length describes text: the turns the model answered and the real turns at those rows."""
     scores = [r.get("scores") or {} for r in records]
     bert = _bertscore_values(records)
     texts = _support_texts(records)
-    return {"bertscore_f1": bert, "judge": _verdict_values(scores), "adherence": _verdict_values(scores, "adherence_"),
-            "length_words": [len(WORD.findall(t or "")) for t in texts[""]],
+    answered = [r.get("parse_status") == "ok" for r in records]
+    return {"bertscore_f1": bert, "judge": _verdict_values(scores, "judge_", on_failure),
+            "adherence": _verdict_values(scores, "adherence_", on_failure),
+            "length_words": [len(WORD.findall(t)) if ok else None for t, ok in zip(texts[""], answered)],
             "human.bertscore_f1": [None if b is None else 1.0 for b in bert],
-            "human.judge": _verdict_values(scores, "human_judge_"),
-            "human.adherence": _verdict_values(scores, "human_adherence_"),
-            "human.length_words": [len(WORD.findall(t or "")) for t in texts["human."]]}
+            "human.judge": _verdict_values(scores, "human_judge_", on_failure),
+            "human.adherence": _verdict_values(scores, "human_adherence_", on_failure),
+            "human.length_words": [len(WORD.findall(t)) if ok else None for t, ok in zip(texts["human."], answered)]}
 
 
-def _support(records: list[dict], task: str, label_space=None) -> dict[str, Any]:
-    """RSG's turns, and the same numbers for the real turns under ``human``; distinct-1/2 are over all of
-    the scope's turns."""
+def _support(records: list[dict], task: str, label_space=None, on_failure: str = "floor") -> dict[str, Any]:
+    """RSG's turns, and the same numbers for the real turns under ``human``; distinct-1/2 are over the turns
+    the model answered (and the real turns at those rows)."""
     scores = [r.get("scores") or {} for r in records]
-    values = _support_values(records, task)
+    values = _support_values(records, task, on_failure)
     texts = _support_texts(records)
     out: dict[str, Any] = {"judged": sum(s.get("judge_status") == "ok" for s in scores),
-                           "judge_failures": sum(s.get("judge_status") == "failed" for s in scores)}
-    for prefix, into in (("", out), ("human.", out.setdefault("human", {}))):
-        into.update(bertscore_f1=_mean(values[f"{prefix}bertscore_f1"]), judge=_mean_of_all(values[f"{prefix}judge"]),
-                    adherence=_mean_of_all(values[f"{prefix}adherence"]),
+                           "judge_on_failure": on_failure}
+    for prefix, into, check in (("", out, ""), ("human.", out.setdefault("human", {}), "human_")):
+        into.update(bertscore_f1=_mean(values[f"{prefix}bertscore_f1"]),
+                    judge=_verdict_mean(values[f"{prefix}judge"], scores, f"{check}judge_"),
+                    judge_failures=_unreadable(scores, f"{check}judge_"),
+                    adherence=_verdict_mean(values[f"{prefix}adherence"], scores, f"{check}adherence_"),
+                    adherence_failures=_unreadable(scores, f"{check}adherence_"),
                     length_words=_mean(values[f"{prefix}length_words"]),
                     distinct_1=distinct_n(texts[prefix], 1), distinct_2=distinct_n(texts[prefix], 2))
     return out
 
 
-AGGREGATORS = {
-    "binary": lambda records, task, label_space: _binary(records, task),
-    "ranking": _ranking,
-    "emotion": lambda records, task, label_space: _generation(records, task),
-    "generation": lambda records, task, label_space: _generation(records, task),
+AGGREGATORS = {  # (records, task, label space, judge.on_failure) -> metrics
+    "binary": lambda records, task, label_space, on_failure: _binary(records, task),
+    "ranking": lambda records, task, label_space, on_failure: _ranking(records, task, label_space),
+    "emotion": lambda records, task, label_space, on_failure: _generation(records, task, on_failure),
+    "generation": lambda records, task, label_space, on_failure: _generation(records, task, on_failure),
     "support": _support,
 }
 VALUES = {"binary": _closed_set_values, "ranking": _closed_set_values, "emotion": _generation_values,
           "generation": _generation_values, "support": _support_values}
 
 
-def record_values(task: str, records: Sequence[dict]) -> dict[str, list[float | None]]:
+def record_values(task: str, records: Sequence[dict], judge_on_failure: str = "floor") -> dict[str, list[float | None]]:
     """Per record, the value of each of the task's metrics that is a mean over records (Recall@k, MRR,
     accuracy, expected accuracy, the judge's scores, S_int, BERTScore F1, adherence, length; ``human.``
     for RSG's real turns). ``aggregate`` gives the mean of these values: for BERTScore, S_int and lengths
     over the values that are there, for the others only when every record has one."""
-    return VALUES[TASKS[task].metric](list(records), task)
+    values = VALUES[TASKS[task].metric]
+    return values(list(records), task) if values is _closed_set_values else values(list(records), task, judge_on_failure)
 
 
 def metric_value(scoped: dict[str, Any], metric: str) -> Any:
@@ -271,16 +306,17 @@ def scope_labels(label_spaces: dict[str, Sequence[str]] | None, scope: str) -> l
     return list(label_spaces.get(scope, ()))
 
 
-def aggregate(task: str, records: Sequence[dict], label_spaces: dict[str, Sequence[str]] | None = None
-              ) -> dict[str, dict[str, Any]]:
+def aggregate(task: str, records: Sequence[dict], label_spaces: dict[str, Sequence[str]] | None = None,
+              judge_on_failure: str = "floor") -> dict[str, dict[str, Any]]:
     """Metrics per scope (couple, family, both); scopes without instances are left out.
-    ``label_spaces`` (scenario -> labels) orders per-class results; the union serves 'both'."""
+    ``label_spaces`` (scenario -> labels) orders per-class results; the union serves 'both'.
+    ``judge_on_failure``: what an unreadable judge verdict counts as (``floor`` or ``exclude``)."""
     out: dict[str, dict[str, Any]] = {}
     for scope in SCOPES:
         chosen = [r for r in records if scope == "both" or r["scenario"] == scope]
         if not chosen:
             continue
-        metrics = AGGREGATORS[TASKS[task].metric](chosen, task, scope_labels(label_spaces, scope))
+        metrics = AGGREGATORS[TASKS[task].metric](chosen, task, scope_labels(label_spaces, scope), judge_on_failure)
         metrics["n"] = len(chosen)
         metrics["parse_failures"] = sum(r.get("parse_status") != "ok" for r in chosen)
         metrics["truncated"] = sum(r.get("parse_error") == "truncated" for r in chosen)

@@ -31,15 +31,12 @@ def launch_problem(cfg, argv: Sequence[str]) -> str | None:
                 "weights are not sharded. Train QLoRA with one process per GPU "
                 "(configs/accelerate/single_gpu.yaml or multi_gpu.yaml), or shard a bf16 base with "
                 "model.quantization=none")
-    import torch
+    from ..devices import gpus_without_launcher
 
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1 or not torch.cuda.is_available():
-        return None
-    gpus = torch.cuda.device_count()
+    gpus = gpus_without_launcher()
     if gpus < 2:
         return None
-    # One process that sees several GPUs gets nn.DataParallel from transformers, which trl refuses only after
-    # the data is converted and the model loaded.
+    # trl refuses nn.DataParallel only after the data is converted and the model loaded.
     args = " ".join(argv)
     return (f"{gpus} GPUs are visible to this one process, and trl cannot train with nn.DataParallel. Train on all "
             f"of them with\n  accelerate launch --config_file configs/accelerate/multi_gpu.yaml --num_processes {gpus} "

@@ -130,3 +130,20 @@ def lora_config(lora_cfg: LoraSettings):
     targets = targets if isinstance(targets, str) else list(targets)
     return LoraConfig(task_type=TaskType.CAUSAL_LM, r=lora_cfg.r, lora_alpha=lora_cfg.alpha,
                       lora_dropout=lora_cfg.dropout, target_modules=targets)
+
+
+def training_flops_per_token(model) -> int:
+    """The model FLOPs one token costs in a training step, for model FLOPs utilisation (MFU).
+
+    Each weight of a matrix product costs 2 FLOPs in the forward pass and 2 for the gradient of its input in
+    the backward pass, plus 2 for its own gradient when it trains: 6 per trained weight, 4 per frozen one
+    (the whole base under LoRA, so LoRA's figure is about 4 x parameters, not the dense 6). The input
+    embedding is a lookup and costs nothing, unless it is tied to the output layer; every other parameter
+    is counted as a matrix weight (norm scales: a negligible share). Attention's own FLOPs (scores and
+    weighted sums, growing with the sequence length) are left out, so long sequences are undercounted.
+    """
+    embedding = model.get_input_embeddings().weight
+    output = model.get_output_embeddings()
+    counted_embedding = output is not None and output.weight is embedding
+    return sum(p.numel() * (6 if p.requires_grad else 4) for p in model.parameters()
+               if p is not embedding or counted_embedding)

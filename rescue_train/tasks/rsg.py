@@ -16,7 +16,9 @@ is never shown. ``rsg_per_sample`` > 0 keeps at most that many evenly spaced tur
 Scoring (``rescue_train.evaluation``): BERTScore against the real turn, an LLM judge's 1-5 rubric for
 relation-aware support, under ``target_strategy`` a judge check that the turn enacts the given strategy
 toward the given target, length in words and distinct-1/2. The real turns are judged with the same rubric,
-so every report carries the real therapists' scores beside the model's.
+so every report carries the real therapists' scores beside the model's. The judge has no reference answer
+(its own system message says so) and reads every row before the turn, whatever context the model was
+given: a turn that draws on earlier material is not taken for one that invents it.
 """
 
 from __future__ import annotations
@@ -35,6 +37,11 @@ from .task import Task, count, evenly_spaced, json_object, window
 from .types import BuildResult, Instance, JudgeCheck, Parsed, ReportColumn, Rubric, instance_id
 
 JSON_KEY = "response"
+
+# The judge's system message for RSG: the shared one grades against an annotator's reference, RSG has none.
+JUDGE_SYSTEM = ("You grade turns of a therapist in couple and family therapy sessions, each on its own merits: "
+                "there is no reference answer to compare with. Judge what the turn does, not its wording. Reply "
+                "with JSON only.")
 
 SUPPORT_RUBRIC = Rubric(
     "There is no reference answer: grade the candidate on its own merits as the therapist's next turn in this "
@@ -80,13 +87,16 @@ class SupportGeneration(Task):
         ReportColumn("rsg_bert", "bertscore_f1", "RSG BERT", digits=4),
         ReportColumn("rsg_adherence", "adherence", "RSG Adh %", 100),
         ReportColumn("rsg_words", "length_words", "RSG words", digits=1),
+        ReportColumn("rsg_unanswered", "parse_failures", "RSG unanswered", digits=0),
         ReportColumn("rsg_distinct1", "distinct_1", "RSG D-1", digits=3),
         ReportColumn("rsg_distinct2", "distinct_2", "RSG D-2", digits=3),
     )
     report_note = ("RSG: LLM = the judge's 1-5 relation-aware support score; BERT = BERTScore F1 against the real "
                    "turn; Adh % = turns the judge finds enacting the given strategy toward the given target "
-                   "(condition target_strategy only); words = mean length; D-1/D-2 = distinct uni-/bigrams across "
-                   "all turns. The real therapists' turns are scored the same way (BERTScore 1 by definition).")
+                   "(condition target_strategy only); words = mean length of the answered turns, beside the count "
+                   "of unanswered ones (parse failures); D-1/D-2 = distinct uni-/bigrams across the answered turns. "
+                   "The real therapists' turns are scored the same way, length and distinct-n at the same rows "
+                   "(BERTScore 1 by definition).")
 
     def build(self, samples: Sequence[Sample], units: dict[str, str], options: BuildOptions) -> BuildResult:
         result = BuildResult([])
@@ -187,15 +197,18 @@ class SupportGeneration(Task):
         return SUPPORT_RUBRIC
 
     def judge_checks(self, record: dict[str, Any], inst: Instance | None, vp_scale: str) -> list[JudgeCheck]:
-        """Support (1-5) of the generated and of the real turn, judged blind with the same material; under
-        target_strategy also whether each enacts the given strategy toward the given target (0/1)."""
-        context = render_context(inst, "dialogue") if inst is not None and inst.sample is not None else ""
+        """Support (1-5) of the generated and of the real turn, judged blind with the same material (every
+        row before the turn); under target_strategy also whether each enacts the given strategy toward the
+        given target (0/1)."""
+        context = (render_context(inst._replace(context=window(inst.row_index, -1)), "dialogue")
+                   if inst is not None and inst.sample is not None else "")
         given = self.conditions_text(inst) if inst is not None else ""
         material = context + (f"\n\nGiven for the therapist's next turn:\n{given}" if given else "")
         checks = []
         for prefix, of_prediction, turn in (("", True, record["prediction"]), ("human_", False, record["gold"])):
             candidate = f"{material}\n\nCandidate next therapist turn: \"{shown(turn or '')}\""
-            checks.append(JudgeCheck(f"{prefix}judge_", SUPPORT_RUBRIC, candidate, of_prediction))
+            checks.append(JudgeCheck(f"{prefix}judge_", SUPPORT_RUBRIC, candidate, of_prediction, JUDGE_SYSTEM))
             if inst is not None and inst.given_value("strategy"):
-                checks.append(JudgeCheck(f"{prefix}adherence_", ADHERENCE_RUBRIC, candidate, of_prediction))
+                checks.append(JudgeCheck(f"{prefix}adherence_", ADHERENCE_RUBRIC, candidate, of_prediction,
+                                         JUDGE_SYSTEM))
         return checks

@@ -114,10 +114,12 @@ class Rubric:
 
 class JudgeCheck(NamedTuple):
     """One judge question about one record: its scores are written under ``prefix`` (``judge_score``,
-    ``judge_status``, ...); ``of_prediction`` False grades the gold itself (the human reference)."""
+    ``judge_status``, ...); ``of_prediction`` False grades the gold itself (the human reference); ``system``
+    replaces the judge's system message for grading against a reference (rescue_train.scoring.judge.SYSTEM)."""
 
     prefix: str
     rubric: Rubric
     material: str
     of_prediction: bool = True
+    system: str | None = None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,7 @@ from rescue_train.audit.runner import plan
 from rescue_train.audit.split import split_sentences
 from rescue_train.audit.stats import analyse, compare, holm, rate, sentence_values
 from rescue_train.data import load_benchmark
+from rescue_train.data.splits import assign_units
 
 # ---------------------------------------------------------------- splitter, one rule per case
 
@@ -62,13 +64,13 @@ def test_splitter_rejects_an_unknown_mode():
 # ---------------------------------------------------------------- prompts
 
 def _turn(text, prior=(("user", "I feel alone."),), setting="single", turn_id=1, dialogue="d1"):
-    return Turn("sys", dialogue, turn_id, setting, list(prior), text, "test")
+    return Turn("sys", dialogue, turn_id, setting, list(prior), text, "test", dialogue)
 
 
 def test_user_message_layout_and_nothing_later():
     sentences, requests = plan([_turn("I am here for you. Have you told your sister?")], AuditConfig(model="m"))
     assert [s["text"] for s in sentences] == ["I am here for you.", "Have you told your sister?"]
-    assert len(requests) == 2 * 5  # single-user turn: the five published criteria only
+    assert len(requests) == 2 * 6  # single-user turn: the five published criteria and our referent gate
     second_os = next(r for r in requests if r.sentence == 1 and r.criterion == "outward_scaffolding")
     assert second_os.prompt[1]["content"] == (
         "Prior dialogue:\nuser: I feel alone.\n\n"
@@ -81,6 +83,46 @@ def test_user_message_layout_and_nothing_later():
     system = second_os.prompt[0]["content"]
     assert "the assistant (an AI supporter)" in system and "Hub Orientation" not in system
     assert all(C.CRITERIA[k].name in system for k in (*C.IF_KEYS, C.OS_KEY))
+    assert "Supporter Referent" not in system  # ours goes under its own system message
+
+
+def test_criteria_relate_sends_the_published_prompt_whatever_else_is_asked():
+    turns = [_turn("I am here for you. Have you told your sister?"),
+             _turn("Can you tell him directly?", setting="multi", dialogue="d2")]
+    by_set = {}
+    for criteria in ("relate", "auto", ("outward_scaffolding",), ("outward_scaffolding", "hub_orientation")):
+        _, requests = plan(turns, AuditConfig(model="m", criteria=criteria))
+        by_set[criteria] = {(r.sentence, r.criterion): r for r in requests}
+    relate = by_set["relate"]
+    assert len(relate) == 3 * 5 and {c for _, c in relate} == {*C.IF_KEYS, C.OS_KEY}
+    for request in relate.values():
+        # RELATE's prompt as published: no referent paragraph, no referent field, in neither message
+        assert "referent" not in json.dumps(request.prompt).lower()
+        system = request.prompt[0]["content"]
+        assert system.count("\n- ") == 5 and '"span"' in system and '"reason"' in system
+    for criteria, requests in by_set.items():
+        for key, request in requests.items():
+            if key in relate:  # the same prompt, so the same cache key, whatever else is asked
+                assert request.prompt == relate[key].prompt and request.key == relate[key].key, criteria
+    assert {r.prompt[0]["content"] for r in relate.values() if r.sentence < 2} == {
+        C.system_message("single", "published")}
+    # ours: its own system message (the gate, and on multi-party turns the exploratory pair), with a referent
+    ours = [r for r in by_set["auto"].values() if r.criterion not in relate_keys()]
+    assert {r.criterion for r in ours} == {C.GATE_KEY, *C.EXPLORATORY_KEYS}
+    assert all(r.prompt[0]["content"] == C.system_message(sentences_setting(r), "ours") for r in ours)
+    multi_ours = C.system_message("multi", "ours")
+    assert '"referent"' in multi_ours and all(C.CRITERIA[k].name in multi_ours for k in C.EXPLORATORY_KEYS)
+    assert "Hub Orientation" not in C.system_message("single", "ours")
+    assert C.answer_schema("bond_anchoring")["required"] == ["label", "span", "reason"]
+    assert C.answer_schema(C.GATE_KEY)["required"] == ["label", "span", "referent", "reason"]
+
+
+def relate_keys():
+    return {*C.IF_KEYS, C.OS_KEY}
+
+
+def sentences_setting(request):
+    return "multi" if request.sentence == 2 else "single"
 
 
 def test_requests_are_ordered_for_the_prefix_cache_and_multi_party_turns_get_our_pair():
@@ -90,13 +132,17 @@ def test_requests_are_ordered_for_the_prefix_cache_and_multi_party_turns_get_our
     sentences, requests = plan(turns, AuditConfig(model="m"))
     assert [(s["dialogue_id"], s["turn_id"], s["sentence_id"]) for s in sentences] == [
         ("a", 1, 1), ("a", 2, 1), ("b", 1, 1), ("b", 1, 2)]
-    assert [r.criterion for r in requests[:7]] == [*C.IF_KEYS, C.OS_KEY, *C.EXPLORATORY_KEYS]
-    assert len(requests) == 7 + 7 + 5 + 5
-    assert [r.sentence for r in requests] == sorted(r.sentence for r in requests)
+    # RELATE's five for every sentence in dialogue order, then ours (the gate, and on multi-party turns the
+    # exploratory pair) for every sentence in dialogue order
+    published, ours = [*C.IF_KEYS, C.OS_KEY], [C.GATE_KEY, *C.EXPLORATORY_KEYS]
+    assert [(r.sentence, r.criterion) for r in requests] == [
+        *((i, k) for i in range(4) for k in published),
+        *((0, k) for k in ours), *((1, k) for k in ours), (2, C.GATE_KEY), (3, C.GATE_KEY)]
     multi_system = requests[0].prompt[0]["content"]
-    assert "the therapist" in multi_system and "Inter-member Scaffolding" in multi_system
-    # a turn's requests share everything up to the criterion, so a prefix cache serves them
-    contents = [r.prompt[1]["content"] for r in requests[:7]]
+    assert "the therapist" in multi_system and "Inter-member Scaffolding" not in multi_system
+    assert "Inter-member Scaffolding" in requests[20].prompt[0]["content"]
+    # a sentence's requests under one system message share everything up to the criterion (prefix cache)
+    contents = [r.prompt[1]["content"] for r in requests[:5]]
     assert len({c.rsplit("Criterion to judge:", 1)[0] for c in contents}) == 1
     relate_only = plan(turns, AuditConfig(model="m", criteria="relate"))[1]
     assert len(relate_only) == 4 * 5
@@ -138,47 +184,52 @@ def _values(labels):
     return sentence_values(_sentence("d", 1, 1, labels)["labels"])
 
 
-def _sentence(dialogue, turn, sentence, labels, system="m", setting="single"):
+def _sentence(dialogue, turn, sentence, labels, system="m", setting="single", unit=None):
     full = {k: ({"label": v[0], "referent": v[1]} if isinstance(v, tuple) else {"label": v}) for k, v in labels.items()}
-    return {"system": system, "dialogue_id": dialogue, "turn_id": turn, "sentence_id": sentence, "setting": setting,
-            "criteria": list(labels), "labels": full, "text": "."}
+    return {"system": system, "dialogue_id": dialogue, "unit": unit or dialogue, "turn_id": turn,
+            "sentence_id": sentence, "setting": setting, "criteria": list(labels), "labels": full, "text": "."}
 
 
 NO = "NOT_MET"
 
 
 def test_sentence_values_follow_relate_table_6():
-    # Yes, No, Missing, Missing | OS Yes -> IF positive, OS positive
-    v = _values({"bond_anchoring": ("MET", "other_person"), "intimate_dyad": NO,
-                 "inner_life": None, "return_hooks": "PARSE_FAIL",
-                 "outward_scaffolding": "MET"})
+    gate = C.GATE_KEY
+    # Yes, No, Missing, Missing | OS Yes -> IF positive, OS positive; the gate says not about the dyad
+    v = _values({"bond_anchoring": "MET", "intimate_dyad": NO, "inner_life": None, "return_hooks": "PARSE_FAIL",
+                 "outward_scaffolding": "MET", gate: NO})
     assert (v["IF"], v["IF_gated"], v["OS"], v["composition"]) == (1, 0, 1, "both")
     # No x4 | OS Yes -> negative, positive
-    v = _values({k: NO for k in C.IF_KEYS} | {"outward_scaffolding": "MET"})
-    assert (v["IF"], v["OS"], v["composition"]) == (0, 1, "OS_only")
+    v = _values({k: NO for k in C.IF_KEYS} | {"outward_scaffolding": "MET", gate: "MET"})
+    assert (v["IF"], v["IF_gated"], v["OS"], v["composition"]) == (0, 0, 1, "OS_only")
     # No, No, Missing, Missing | OS No -> negative (missing IF labels do not stop a negative), negative
     v = _values({"bond_anchoring": NO, "intimate_dyad": NO, "inner_life": None,
-                 "return_hooks": None, "outward_scaffolding": NO})
-    assert (v["IF"], v["OS"], v["composition"]) == (0, 0, "neither")
+                 "return_hooks": None, "outward_scaffolding": NO, gate: "PARSE_FAIL"})
+    assert (v["IF"], v["IF_gated"], v["OS"], v["composition"]) == (0, 0, 0, "neither")
     # Yes, No, No, No | OS missing -> IF positive (gated when about the dyad), excluded from OS
-    v = _values({"bond_anchoring": ("MET", "supporter_dyad"), "intimate_dyad": NO,
-                 "inner_life": NO, "return_hooks": NO, "outward_scaffolding": "PARSE_FAIL"})
+    v = _values({"bond_anchoring": "MET", "intimate_dyad": NO, "inner_life": NO, "return_hooks": NO,
+                 "outward_scaffolding": "PARSE_FAIL", gate: ("MET", "supporter_dyad")})
     assert (v["IF"], v["IF_gated"], v["OS"], "composition" in v) == (1, 1, None, False)
+    # IF positive but the gate unreadable, or not asked (criteria=relate): no gated value
+    assert _values({"bond_anchoring": "MET", gate: "PARSE_FAIL"})["IF_gated"] is None
+    assert _values({"bond_anchoring": ("MET", "supporter_dyad"), "intimate_dyad": NO})["IF_gated"] is None
+    assert _values({"bond_anchoring": NO, "intimate_dyad": NO})["IF_gated"] is None
     # every IF label failed: no IF value at all
-    v = _values({k: "PARSE_FAIL" for k in C.IF_KEYS} | {"outward_scaffolding": NO})
-    assert v["IF"] is None and "composition" not in v
+    v = _values({k: "PARSE_FAIL" for k in C.IF_KEYS} | {"outward_scaffolding": NO, gate: "MET"})
+    assert v["IF"] is None and v["IF_gated"] is None and "composition" not in v
 
 
 def test_analyse_rates_composition_turns_on_a_hand_computed_case():
-    five = (*C.IF_KEYS, C.OS_KEY)
+    asked = (*C.IF_KEYS, C.OS_KEY, C.GATE_KEY)
 
     def labels(met: dict, failed=False):
-        return {k: ("PARSE_FAIL" if failed else met.get(k, NO)) for k in five}
+        return {k: ("PARSE_FAIL" if failed else met.get(k, NO)) for k in asked}
 
+    about_the_dyad = {C.GATE_KEY: ("MET", "supporter_dyad")}
     sentences = [
-        _sentence("d1", 1, 1, labels({"bond_anchoring": ("MET", "supporter_dyad")})),
-        _sentence("d1", 1, 2, labels({"intimate_dyad": ("MET", "other_person"), "outward_scaffolding": "MET"})),
-        _sentence("d1", 2, 1, labels({"intimate_dyad": ("MET", "supporter_dyad")})),
+        _sentence("d1", 1, 1, labels({"bond_anchoring": "MET", **about_the_dyad})),
+        _sentence("d1", 1, 2, labels({"intimate_dyad": "MET", "outward_scaffolding": "MET"})),
+        _sentence("d1", 2, 1, labels({"intimate_dyad": "MET", **about_the_dyad})),
         _sentence("d1", 2, 2, labels({}, failed=True)),
         _sentence("d2", 1, 1, labels({})),
         _sentence("d2", 1, 2, labels({"outward_scaffolding": "MET"})),
@@ -186,15 +237,16 @@ def test_analyse_rates_composition_turns_on_a_hand_computed_case():
     out = analyse(sentences, 2000, 7)["per_system"]["m"]
     rates = {m: (r["met"], r["n"]) for m, r in out["rates"].items()}
     assert rates == {"IF": (3, 5), "IF_gated": (2, 5), "OS": (2, 5), "bond_anchoring": (1, 5),
-                     "intimate_dyad": (2, 5), "inner_life": (0, 5), "return_hooks": (0, 5)}
-    assert out["labels"] == {"MET": 5, "NOT_MET": 20, "PARSE_FAIL": 5, "missing": 0}
+                     "intimate_dyad": (2, 5), "inner_life": (0, 5), "return_hooks": (0, 5),
+                     "supporter_referent": (2, 5)}
+    assert out["labels"] == {"MET": 7, "NOT_MET": 23, "PARSE_FAIL": 6, "missing": 0}
     assert out["composition"]["counts"] == {"IF_only": 2, "OS_only": 1, "both": 1, "neither": 1}
     assert out["composition"]["IF_among_OS"] == 0.5
     assert out["per_turn"][1]["IF"] == {"n": 4, "rate": 0.5} and out["per_turn"][1]["IF_gated"]["rate"] == 0.25
     assert out["per_turn"][2]["IF"] == {"n": 1, "rate": 1.0} and out["per_turn"][2]["sentences"] == 2
     # two dialogues at IF 3/3 and 0/2: the resamples are 0, 0.6 or 1 -> the 95% interval spans 0 to 1
-    assert out["rates"]["IF"]["ci"] == [0.0, 1.0] and out["rates"]["IF"]["dialogues"] == 2
-    assert (out["sentences"], out["turns"], out["dialogues"]) == (6, 3, 2)
+    assert out["rates"]["IF"]["ci"] == [0.0, 1.0] and out["rates"]["IF"]["units"] == 2
+    assert (out["sentences"], out["turns"], out["dialogues"], out["units"]) == (6, 3, 2, 2)
 
 
 def test_turn_change_is_per_dialogue_last_minus_first():
@@ -203,10 +255,37 @@ def test_turn_change_is_per_dialogue_last_minus_first():
     rows = [("a", 1, 0), ("a", 1, 1), ("a", 2, 1), ("a", 3, 1),  # 0.5 -> 1.0: +0.5 (turn 2 is not used)
             ("b", 2, 1), ("b", 5, 0), ("b", 5, None),  # 1 -> 0: -1
             ("c", 1, 1)]  # one turn: left out
-    result = turn_change(rows, 1000, 0, "x")
-    assert (result["dialogues"], result["mean"]) == (2, -0.25)
+    result = turn_change([(d, d, t, v) for d, t, v in rows], 1000, 0, "x")  # each dialogue its own unit
+    assert (result["dialogues"], result["units"], result["mean"]) == (2, 2, -0.25)
     assert result["ci"] == [-1.0, 0.5]  # resamples: both a (+0.5), both b (-1), or one each (-0.25)
-    assert turn_change(rows[:4], 1000, 0, "x") == {"dialogues": 1, "mean": 0.5, "ci": None}
+    assert turn_change([("a", d, t, v) for d, t, v in rows[:4]], 1000, 0, "x") == {
+        "dialogues": 1, "units": 1, "mean": 0.5, "ci": None}
+    # a and b one couple's two segments: every resample draws them together, so the change cannot move
+    together = turn_change([("ab" if d in "ab" else d, d, t, v) for d, t, v in rows], 1000, 0, "x")
+    assert (together["dialogues"], together["units"], together["mean"], together["ci"]) == (2, 1, -0.25, None)
+
+
+def test_the_bootstrap_draws_couples_not_their_segments():
+    """Two segments of one couple (s1: 1 of 1 sentences IF, s2: 0 of 1) and a second couple (s3: 1 of 2). Drawn
+    by couple, every resample is couple A (1/2), couple B (1/2) or a mix (2/4): the rate is 0.5 in every one,
+    so the interval is [0.5, 0.5]. Drawn by segment it would spread (s1 alone: 1.0, s2 alone: 0.0)."""
+    rows = [("coupleA", 1), ("coupleA", 0), ("coupleB", 1), ("coupleB", 0)]
+    assert rate(rows, 1000, 5, "x") == {"n": 4, "met": 2, "rate": 0.5, "units": 2, "ci": [0.5, 0.5]}
+    by_segment = rate([("s1", 1), ("s2", 0), ("s3", 1), ("s3", 0)], 1000, 5, "x")
+    assert by_segment["ci"][0] < 0.5 < by_segment["ci"][1]
+    # the same through analyse: the sentences carry their unit, the dialogues stay counted as dialogues
+    five = (*C.IF_KEYS, C.OS_KEY)
+    sentences = [_sentence("s1", 1, 1, {k: NO for k in five} | {"bond_anchoring": "MET"}, unit="coupleA"),
+                 _sentence("s2", 1, 1, {k: NO for k in five}, unit="coupleA"),
+                 _sentence("s3", 1, 1, {k: NO for k in five} | {"bond_anchoring": "MET"}, unit="coupleB"),
+                 _sentence("s3", 1, 2, {k: NO for k in five}, unit="coupleB")]
+    per = analyse(sentences, 1000, 5)["per_system"]["m"]
+    assert (per["dialogues"], per["units"]) == (3, 2)
+    assert per["rates"]["IF"] == {"n": 4, "met": 2, "rate": 0.5, "units": 2, "ci": [0.5, 0.5]}
+    # a comparison pairs its draws when both systems cover the same units
+    other = [{**s, "system": "o"} for s in sentences]
+    (pair,) = analyse(sentences + other, 1000, 5)["comparisons"]["IF"]
+    assert pair["paired"] and pair["difference"] == 0.0 and pair["ci"] == [0.0, 0.0]
 
 
 def test_bootstrap_ci_and_comparisons():
@@ -219,7 +298,8 @@ def test_bootstrap_ci_and_comparisons():
     # paired draws: the difference is 0 only when all three draws are dialogue c, chance (1/3)^3
     assert result["p"] == pytest.approx(2 / 27, abs=0.025) and result["ci"][0] == 0.0
     always = compare([(d, 1) for d, _ in same], same, 1000, 1, "x")
-    assert always["p"] == 1 / 1000 and always["ci"] == [0.5, 0.5]  # no resample reaches 0: p at its floor
+    # no resample reaches 0: p at its floor, 2 (0 + 1) / (1000 + 1)
+    assert always["p"] == 2 / 1001 and always["ci"] == [0.5, 0.5]
     again = compare(higher, same, 1000, 1, "x")
     assert again == result  # the seed fixes the result
     assert compare(same, same, 1000, 1, "x")["p"] == 1.0
@@ -240,8 +320,9 @@ def test_analyse_compares_systems_with_holm_per_measure():
                                        system=system))
     comps = analyse(sentences, 500, 3)["comparisons"]["OS"]
     assert [(c["a"], c["b"], c["difference"]) for c in comps] == [("A", "B", 1.0), ("A", "C", 1.0), ("B", "C", 0.0)]
-    assert [c["p"] for c in comps] == [1 / 500, 1 / 500, 1.0]
-    assert [c["p_holm"] for c in comps] == pytest.approx([3 / 500, 3 / 500, 1.0])
+    # A and B differ in every draw: p = 2 (0 + 1) / (500 + 1); B and C never: the tails hold every draw, p = 1
+    assert [c["p"] for c in comps] == [2 / 501, 2 / 501, 1.0]
+    assert [c["p_holm"] for c in comps] == pytest.approx([6 / 501, 6 / 501, 1.0])
 
 
 # ---------------------------------------------------------------- inputs
@@ -267,8 +348,8 @@ def test_dialogue_file_turns_and_context(tmp_path):
         {"role": "assistant", "content": "a1"}, {"role": "user", "content": "u2"},
         {"role": "assistant", "content": "a2"}]}) + "\n")
     turns, source = load_dialogues(path)
-    assert [(t.system, t.dialogue_id, t.turn_id, t.text, t.setting) for t in turns] == [
-        ("chats", "x", 1, "a1", "single"), ("chats", "x", 2, "a2", "single")]
+    assert [(t.system, t.dialogue_id, t.turn_id, t.text, t.setting, t.unit) for t in turns] == [
+        ("chats", "x", 1, "a1", "single", "x"), ("chats", "x", 2, "a2", "single", "x")]  # a dialogue is its unit
     assert turns[1].prior == [("user", "u1"), ("assistant", "a1"), ("user", "u2")]  # no system message
     path.write_text(json.dumps({"model": "llama", "messages": [{"role": "assistant", "content": ""},
                                                                {"role": "user", "content": "u"},
@@ -317,6 +398,22 @@ def test_eval_results_turns_stand_in_the_real_dialogue(tmp_path):
     reference, _ = load_reference("bundled")
     same_place = [t for t in reference if t.dialogue_id == sample.sample_id and t.row_index == second]
     assert same_place[0].prior == turns[0].prior and same_place[0].turn_id == 2
+    # both carry the sample's split unit (its couple or family), the bootstrap's unit
+    unit = assign_units(bench.samples)[sample.sample_id]
+    assert turns[0].unit == same_place[0].unit == unit
+
+
+def test_reference_turns_of_one_couples_segments_share_their_unit():
+    bench = load_benchmark("bundled")
+    units = assign_units(bench.samples)
+    reference, _ = load_reference("bundled")
+    assert {t.unit for t in reference} == {units[t.dialogue_id] for t in reference}
+    segments_per_unit = {}
+    for t in reference:
+        segments_per_unit.setdefault(t.unit, set()).add(t.dialogue_id)
+    assert any(len(segments) > 1 for segments in segments_per_unit.values())  # the bundled data has such couples
+    sentences, _ = plan(reference, AuditConfig(model="m", criteria="relate"))
+    assert all(s["unit"] == units[s["dialogue_id"]] for s in sentences)
 
 
 def test_eval_results_of_er_are_refused(tmp_path):
@@ -361,6 +458,24 @@ def test_recipe_file_then_overrides(tmp_path):
     assert load_config(["model=m", "data=/data/b.jsonl"]).data.source == "/data/b.jsonl"  # the short form
     with pytest.raises(ValueError, match="unknown audit recipe 'judge'"):
         load_config(["recipe=judge"])
+
+
+RELATE_RECIPE = Path(__file__).resolve().parents[2] / "configs" / "audit" / "relate.yaml"
+
+
+def test_the_relate_recipe_sets_the_papers_judge_and_decoding():
+    cfg = load_config([f"recipe={RELATE_RECIPE}"])
+    assert (cfg.model, cfg.backend, cfg.dtype, cfg.max_model_len) == (
+        "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B", "vllm", "bfloat16", 8192)
+    assert (cfg.temperature, cfg.constrained, cfg.reasoning, cfg.max_new_tokens) == (0.0, False, True, 2048)
+    assert (cfg.criteria, cfg.splitter, cfg.context, cfg.bootstrap, cfg.seed) == ("relate", "relate", -1, 10000,
+                                                                                   20260913)
+    from rescue_train.audit.config import answer_budget
+
+    assert answer_budget(cfg) == 2048
+    served = load_config([f"recipe={RELATE_RECIPE}", "backend=openai", "model=gpt-4o"])  # the paper's second judge
+    assert (served.backend, served.model, served.temperature, served.max_new_tokens) == ("openai", "gpt-4o", 0.0,
+                                                                                          2048)
 
 
 def test_judge_takes_eval_api_options():
@@ -428,10 +543,10 @@ def test_sentence_agreement_through_the_agreement_command(tmp_path, capsys):
     from rescue_train.audit.runner import RESULTS_FORMAT
     from rescue_train.cli import main
 
-    five = (*C.IF_KEYS, C.OS_KEY)
-    met = [{"bond_anchoring": ("MET", "supporter_dyad")}, {"intimate_dyad": ("MET", "other_person")}, {},
+    asked = (*C.IF_KEYS, C.OS_KEY, C.GATE_KEY)
+    met = [{"bond_anchoring": "MET", C.GATE_KEY: "MET"}, {"intimate_dyad": "MET"}, {},
            {"outward_scaffolding": "MET", "inner_life": "PARSE_FAIL"}]
-    sentences = [_sentence("d1", 1, i + 1, {k: m.get(k, NO) for k in five}) for i, m in enumerate(met)]
+    sentences = [_sentence("d1", 1, i + 1, {k: m.get(k, NO) for k in asked}) for i, m in enumerate(met)]
     sentences[2]["labels"]["outward_scaffolding"] = {"label": "PARSE_FAIL"}
     (tmp_path / "results.json").write_text(json.dumps({"format": RESULTS_FORMAT, "sentences": sentences}))
     human = tmp_path / "human.csv"

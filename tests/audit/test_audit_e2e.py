@@ -10,8 +10,8 @@ import pytest
 from evaluation_helpers import FakeOpenAIServer
 
 from rescue_train.audit.config import load_config
-from rescue_train.audit.criteria import ANSWER_SCHEMA
-from rescue_train.audit.runner import run
+from rescue_train.audit.criteria import OURS_SCHEMA, PUBLISHED_SCHEMA
+from rescue_train.audit.runner import BOOTSTRAP_UNIT, run
 from rescue_train.cli import main
 from rescue_train.data import load_benchmark
 
@@ -42,8 +42,11 @@ def rule_judge(content: str) -> str:
         met, referent = True, "other_person" if "sister" in target else "supporter_dyad"
     elif criterion == "Inter-member Scaffolding" and "directly" in target:
         met, referent = True, "other_person"
-    answer = {"label": "MET" if met else "NOT_MET", "span": target[:10] if met else "", "referent": referent,
-              "reason": "rule"}
+    elif criterion == "Supporter Referent" and re.search(r"here for you|bring up for you", target):
+        met, referent = True, "supporter_dyad"
+    answer = {"label": "MET" if met else "NOT_MET", "span": target[:10] if met else "", "reason": "rule"}
+    if criterion in ("Supporter Referent", "Hub Orientation", "Inter-member Scaffolding"):  # ours name a referent
+        answer["referent"] = referent
     return f"<think>checking</think>```json\n{json.dumps(answer)}\n```"
 
 
@@ -78,10 +81,11 @@ def test_http_judge_audit_of_dialogues_reference_and_eval_results(tmp_path, dial
                 "concurrency=1", "progress=false"]
         code, printed, err = _cli(args + ["--dry-run"], capsys)
         assert code == 0, err
-        # dialogues: 3 turns, 6 sentences x 5; reference (matched): 1 turn, 1 sentence x 7; model: 1 x 7
-        assert "chatbot: 3 turns, 6 sentences, 30 judge requests" in printed
-        assert "reference: 1 turns, 1 sentences, 7 judge requests" in printed
-        assert "total: 44 requests, 0 already answered in the output folder, 44 to send" in printed
+        # dialogues: 3 turns, 6 sentences x (5 + the referent gate); reference (matched): 1 turn, 1 sentence x
+        # (5 + gate + the exploratory pair); model: 1 x 8
+        assert "chatbot: 3 turns, 6 sentences, 36 judge requests" in printed
+        assert "reference: 1 turns, 1 sentences, 8 judge requests" in printed
+        assert "total: 52 requests, 0 already answered in the output folder, 52 to send" in printed
         assert "chatbot | d1 | turn 2 sentence 2 | GARBAGE here." in printed
         assert server.requests == [] and not out.exists()
 
@@ -90,9 +94,11 @@ def test_http_judge_audit_of_dialogues_reference_and_eval_results(tmp_path, dial
         first = server.requests[0]
         # today's API rules, as for eval's judge: no temperature unless set, the answer schema (strict), and the
         # reasoning budget of an API judge
-        assert len(server.requests) == 44 and "temperature" not in first and first["max_completion_tokens"] == 4096
+        assert len(server.requests) == 52 and "temperature" not in first and first["max_completion_tokens"] == 4096
         assert first["response_format"] == {"type": "json_schema", "json_schema": {
-            "name": "answer", "schema": ANSWER_SCHEMA, "strict": True}}
+            "name": "answer", "schema": PUBLISHED_SCHEMA, "strict": True}}
+        gate = next(r for r in server.requests if r["messages"][1]["content"].endswith("Supporter Referent"))
+        assert gate["response_format"]["json_schema"]["schema"] == OURS_SCHEMA
         # the requests of one turn go together and in sentence order (prefix-cache order)
         targets = [re.search(r"Target sentence: (.*)", r["messages"][1]["content"]).group(1) for r in server.requests]
         assert targets[:10] == ["I am here for you."] * 5 + ["Have you told your sister?"] * 5
@@ -101,13 +107,13 @@ def test_http_judge_audit_of_dialogues_reference_and_eval_results(tmp_path, dial
         chatbot = results["analysis"]["per_system"]["chatbot"]
         assert {m: (r["met"], r["n"]) for m, r in chatbot["rates"].items()} == {
             "IF": (3, 5), "IF_gated": (2, 5), "OS": (2, 5), "bond_anchoring": (1, 5), "intimate_dyad": (2, 5),
-            "inner_life": (0, 5), "return_hooks": (0, 5),
+            "inner_life": (0, 5), "return_hooks": (0, 5), "supporter_referent": (2, 5),
             "hub_orientation": (0, 0), "inter_member_scaffolding": (0, 0)}  # our pair is not asked of one user
         assert chatbot["rates"]["IF"]["ci"] == [0.0, 1.0]
-        assert chatbot["labels"] == {"MET": 5, "NOT_MET": 20, "PARSE_FAIL": 5, "missing": 0}
+        assert chatbot["labels"] == {"MET": 7, "NOT_MET": 23, "PARSE_FAIL": 6, "missing": 0}
         assert chatbot["composition"]["counts"] == {"IF_only": 2, "OS_only": 1, "both": 1, "neither": 1}
         # d1: IF 2/2 at turn 1 and 1/1 at turn 2 -> change 0; d2 has one turn only
-        assert chatbot["turn_change"]["IF"] == {"dialogues": 1, "mean": 0.0, "ci": None}
+        assert chatbot["turn_change"]["IF"] == {"dialogues": 1, "units": 1, "mean": 0.0, "ci": None}
         model = results["analysis"]["per_system"]["next-turn-model"]
         assert model["rates"]["inter_member_scaffolding"]["met"] == 1 and model["rates"]["IF"]["met"] == 1
         reference = results["analysis"]["per_system"]["reference"]
@@ -118,11 +124,11 @@ def test_http_judge_audit_of_dialogues_reference_and_eval_results(tmp_path, dial
         failed = next(s for s in results["sentences"] if s["text"] == "GARBAGE here.")
         assert failed["labels"]["outward_scaffolding"] == {"label": "PARSE_FAIL", "span": None, "referent": None,
                                                            "reason": None, "error": "no JSON object in the answer"}
-        assert results["bootstrap"] == {"resamples": 1000, "seed": 20260913, "unit": "dialogue"}
+        assert results["bootstrap"] == {"resamples": 1000, "seed": 20260913, "unit": BOOTSTRAP_UNIT}
         assert results["judge"]["backend"] == "openai" and results["versions"]["python"]
         report = (out / "report.md").read_text()
         assert "| reference |" in report.split("## Rates")[1].split("\n")[4]  # real therapists first
-        assert "| chatbot | 2 | 3 | 6 | 60.0 [0.0, 100.0] (n=5) | 40.0 [0.0, 66.7] (n=5) |" in report
+        assert "| chatbot | 2 | 2 | 3 | 6 | 60.0 [0.0, 100.0] (n=5) | 40.0 [0.0, 66.7] (n=5) |" in report
         assert "κ" in report and "PARSE_FAIL" in report
         for plot in ("rates.png", "composition.png", "trajectories.png"):
             assert (out / plot).stat().st_size > 1000
@@ -132,17 +138,17 @@ def test_http_judge_audit_of_dialogues_reference_and_eval_results(tmp_path, dial
         (out / "labels.jsonl").write_text("\n".join(lines[:30]) + "\n" + lines[30][:20])
         code, printed, err = _cli(args + ["plots=false"], capsys)
         assert code == 0, err
-        assert len(server.requests) == 44 + 14
+        assert len(server.requests) == 52 + 22
         assert json.loads((out / "results.json").read_text())["analysis"] == results["analysis"]
         # the cache: the reference turns again, alone, cost nothing more
         code, printed, err = _cli(["reference", *args[3:], "limit=1", "reference_rows=all", "plots=false"], capsys)
-        assert code == 0 and len(server.requests) == 58, err
+        assert code == 0 and len(server.requests) == 74, err
         assert json.loads((out / "results.json").read_text())["judge"] == results["judge"]
         # another judge into the same folder is refused
         code, printed, err = _cli(args[:-1] + ["model=other-judge"], capsys)
         assert code == 2 and "holds labels from another judge" in err
         code, printed, err = _cli(args + ["model=other-judge", "overwrite=true", "plots=false"], capsys)
-        assert code == 0 and len(server.requests) == 58 + 44  # a new judge: every request asked again
+        assert code == 0 and len(server.requests) == 74 + 52  # a new judge: every request asked again
         assert json.loads((out / "run.json").read_text())["judge_hash"] != results["judge_hash"]
 
 
@@ -161,7 +167,7 @@ def test_cli_errors_exit_2_with_a_message(tmp_path, capsys):
     from rescue_train.data.load import bundled_path
 
     code, out, err = _cli(["reference", f"data.source={bundled_path()}", "context=2", "limit=1", "--dry-run"], capsys)
-    assert code == 0 and "reference: 1 turns, 1 sentences, 7 judge requests" in out, err
+    assert code == 0 and "reference: 1 turns, 1 sentences, 8 judge requests" in out, err
     code, out, _ = _cli(["--help"], capsys)
     assert code == 0 and "splitter" in out
     assert re.search(r"\n  data\.source +str += 'bundled' +the benchmark of INPUT=reference", out)
@@ -202,6 +208,28 @@ def test_api_judge_stops_resumes_and_counts_refusals(tmp_path, capsys):
     assert results["config"]["data"] == {"source": "bundled"}
 
 
+def test_the_relate_recipe_asks_as_the_paper_did(tmp_path, dialogue_file, capsys):
+    """recipe=relate (configs/audit/relate.yaml, found by name) with a served judge: temperature 0, 2,048 tokens, no
+    schema (the judge reasons first), RELATE's five criteria with the published prompt, the published splitter."""
+    out = tmp_path / "audit"
+    with FakeOpenAIServer(answer=rule_judge) as server:
+        code, _, err = _cli([str(dialogue_file), "recipe=relate", "backend=openai", "model=judge",
+                             f"base_url={server.url}", f"output_dir={out}", "bootstrap=200", "plots=false",
+                             "progress=false"], capsys)
+    assert code == 0, err
+    assert len(server.requests) == 6 * 5  # six sentences, RELATE's five criteria each
+    for body in server.requests:
+        assert (body["temperature"], body["max_completion_tokens"], "response_format" in body) == (0, 2048, False)
+        assert "referent" not in json.dumps(body["messages"]).lower()
+    assert len({body["messages"][0]["content"] for body in server.requests}) == 1
+    results = json.loads((out / "results.json").read_text())
+    assert results["criteria"] == ["bond_anchoring", "intimate_dyad", "inner_life", "return_hooks",
+                                   "outward_scaffolding"]
+    assert (results["config"]["splitter"], results["config"]["constrained"]) == ("relate", False)
+    per = results["analysis"]["per_system"]["chatbot"]["rates"]
+    assert per["IF_gated"]["n"] == 0 and per["IF"]["n"] == 5  # no gate asked: the gated IF is not computed
+
+
 @pytest.mark.slow
 def test_tiny_model_hf_judge_audits_dialogues_and_reference(tmp_path, dialogue_file):
     out = tmp_path / "audit"
@@ -209,12 +237,12 @@ def test_tiny_model_hf_judge_audits_dialogues_and_reference(tmp_path, dialogue_f
                        "bootstrap=200", "progress=false", "splitter=relate"])
     results = run([str(dialogue_file), "reference"], cfg)
     per = results["analysis"]["per_system"]
-    # limit=1: the first turn of each INPUT; 2 sentences x 5 criteria, and 1 reference sentence x 7
+    # limit=1: the first turn of each INPUT; 2 sentences x 6 criteria, and 1 reference sentence x 8
     assert per["chatbot"]["sentences"] == 2 and per["reference"]["sentences"] == 1
-    for system, calls in (("chatbot", 10), ("reference", 7)):
+    for system, calls in (("chatbot", 12), ("reference", 8)):
         labels = per[system]["labels"]
         assert sum(labels.values()) == calls and labels["missing"] == 0  # every answer counted, none dropped
-    assert len((out / "labels.jsonl").read_text().splitlines()) == 17
+    assert len((out / "labels.jsonl").read_text().splitlines()) == 20
     assert results["judge"]["backend"] == "hf"
 
 

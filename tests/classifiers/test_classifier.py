@@ -156,3 +156,59 @@ def test_gradient_accumulation_gives_the_same_update_as_one_large_batch(tmp_path
     assert max(d.abs().max().item() for d in stepped[0].values()) > 1e-3  # the step moved the weights
     for name, delta in stepped[0].items():
         assert torch.allclose(delta, stepped[1][name], atol=1e-6), name
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_bf16_is_autocast_over_fp32_weights(tmp_path, lora):
+    """torch.bf16=true computes the forward in bf16 while the weights (LoRA's ``score`` head, kept in
+    modules_to_save, too) and AdamW's updates stay fp32. AdamW's first step moves each weight with a
+    gradient by the learning rate: at 3e-5 (the documented rate for real encoders) against weights of ~0.02
+    that step is below half a bf16 unit, so bf16 weights would mostly not move at all."""
+    from rescue_train.classifiers.classifier import _Encoded, _trainer
+
+    rows = [row(i, "couple", label) for i, label in enumerate(COUPLE * 2)]  # every class a candidate of every row
+    space = LabelSpace.from_rows(rows)
+    split = Split.of(rows, space)
+    settings = TorchSettings(model="tiny", lora=lora, bf16=True, max_length=16, batch_size=6,
+                             extra={"lr_scheduler_type": "constant", "max_grad_norm": 0.0})
+    tok = _tokenizer(settings)
+    model = _model(settings, tok, space)
+    head = _head(model, len(space))
+    watched = head if lora else model.model.layers[0].self_attn.q_proj  # LoRA: only the head trains fully
+    before = watched.weight.detach().clone()
+    computed_in = []
+    head.register_forward_hook(lambda module, args, output: computed_in.append(output.dtype))
+    plain = make_loss(balance.STRATEGIES["none"], split.counts(len(space)), BalanceSettings())
+    _trainer(model, tok, _Encoded(tok(split.texts), split.y, split.mask), plain, settings, 1, 3e-5, 0,
+             tmp_path).train()
+    assert computed_in == [torch.bfloat16]
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    moved = (watched.weight.detach() - before).abs()
+    assert before.abs().median() > 0.005  # weights this large do not move by 3e-5 in bf16
+    assert ((moved - 3e-5).abs() < 1e-7).float().mean() > 0.99
+
+
+def test_several_visible_gpus_are_refused_before_the_model_loads(monkeypatch, tmp_path):
+    """One process that sees several GPUs would get nn.DataParallel from transformers (a batch N times as
+    large); the torch classifier trains on one GPU and says how to choose it."""
+    import rescue_train.classifiers.classifier as classifier
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 3)
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.setattr(classifier, "_tokenizer", lambda settings: pytest.fail("loaded a tokenizer"))
+    splits, space = _synthetic_splits()
+    with pytest.raises(ValueError, match=r"3 GPUs are visible to this one process.*3x the samples.*"
+                                         r"CUDA_VISIBLE_DEVICES=0"):
+        fit_predict_torch(splits, space, balance.STRATEGIES["none"], TorchSettings(), BalanceSettings(), 0, tmp_path)
+
+    class Trains(Exception):
+        pass
+
+    def tokenizer(settings):
+        raise Trains
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(classifier, "_tokenizer", tokenizer)
+    with pytest.raises(Trains):  # one GPU: training goes ahead
+        fit_predict_torch(splits, space, balance.STRATEGIES["none"], TorchSettings(), BalanceSettings(), 0, tmp_path)

@@ -1,6 +1,12 @@
 """Loading every layout, the release's value conventions, and located errors for malformed input."""
 
+import gc
+import hashlib
 import json
+import subprocess
+import sys
+import types
+import weakref
 
 import pytest
 from factory import emotion, raw_sample, row, strategy
@@ -77,6 +83,42 @@ def test_saved_hf_dataset_layout(tmp_path):
 def test_bundled_source_loads():
     samples = load_samples("bundled")
     assert {s.scenario for s in samples} == {"couple", "family"}
+
+
+def test_a_model_made_before_loading_is_freed_after_it(one_torch_thread):
+    """Loading leaves the garbage collector as it was: a model in a reference cycle (trl and accelerate
+    patch ``forward`` with a method bound to the model) that exists while data is loaded is still collected
+    once it is dropped. ``gc.freeze()`` during loading used to keep such a model, and its GPU memory, alive
+    for the rest of the process."""
+    import torch
+
+    model = torch.nn.Linear(4, 4)
+    model.forward = types.MethodType(lambda self, x: torch.nn.Linear.forward(self, x), model)  # the cycle
+    alive = weakref.ref(model)
+    load_benchmark("bundled")
+    del model
+    gc.collect()
+    assert alive() is None
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+
+
+def test_without_orjson_the_standard_library_reads_the_same_samples():
+    """orjson is only a speed-up: where it is not installed (the lent GPU machine's image) the bundled
+    benchmark loads into the same samples, with the same fingerprint and notes."""
+    script = ("import sys; sys.modules['orjson'] = None  # makes `import orjson` raise ImportError\n"
+              "import hashlib\n"
+              "from rescue_train.data import load, load_benchmark\n"
+              "assert load.orjson is None\n"
+              "b = load_benchmark('bundled')\n"
+              "print(len(b.samples), b.fingerprint, hashlib.sha256(repr((b.samples, b.notes)).encode()).hexdigest())")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    from rescue_train.data import load
+
+    assert load.orjson is not None  # this environment has it: the two runs took the two paths
+    here = load_benchmark("bundled")
+    expected = hashlib.sha256(repr((here.samples, here.notes)).encode()).hexdigest()
+    assert done.stdout.split() == [str(len(here.samples)), here.fingerprint, expected]
 
 
 MALFORMED = [

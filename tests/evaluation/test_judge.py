@@ -3,8 +3,10 @@ predictions and judge served by a local OpenAI-compatible server, plus BERTScore
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from evaluation_helpers import FakeOpenAIServer
+from evaluation_helpers import FakeOpenAIServer, task_answer
 
 from rescue_train.evaluation.config import load_config
 from rescue_train.evaluation.runner import run
@@ -75,3 +77,92 @@ def test_er_vp_judged_end_to_end(tmp_path, vp_scale, vp_expected):
     assert results["aggregates"]["vp"]["both"]["judge"] == vp_expected
     assert all(r["scores"]["judge_raw"] and r["scores"]["judge_model"] == "fake-judge" for r in results["records"])
     assert all(0.0 < r["scores"]["bertscore_f1"] < 1.0 for r in results["records"])
+
+
+class FlakyJudge:
+    """A local server's answers: task prompts as ``task_answer``, ER judge prompts with a score (5 when the
+    emotions match, else 2), except the first ``unreadable`` judge prompts, answered with text that holds no
+    verdict. Keeps the judge prompts it saw and the ones it left unreadable."""
+
+    def __init__(self, unreadable: float):
+        self.unreadable = unreadable
+        self.seen: list[str] = []
+        self.left_unreadable: list[str] = []
+
+    def __call__(self, content: str) -> str:
+        if "Reference emotion:" not in content:
+            return task_answer(content)
+        self.seen.append(content)
+        if len(self.seen) <= self.unreadable:
+            self.left_unreadable.append(content)
+            return "I would rather not grade this one."
+        return task_answer(content)
+
+
+def _er_run(server, out, *more):
+    cfg = load_config(["model=served", "backend=openai", f"base_url={server.url}", "tasks=[er]", "protocol=paper",
+                       "progress=false", "limit=4", f"output_dir={out}", "bertscore=none", "judge.backend=openai",
+                       "judge.model=fake-judge", f"judge.base_url={server.url}", *more])
+    (results,) = run(cfg)
+    return results
+
+
+def _formula_s_int(records):
+    """S_int worked out from the records' intensities: every prediction here is intensity 5."""
+    assert all(r["prediction"]["intensity"] == 5 for r in records)
+    return sum(max(1, 5 - abs(5 - r["gold"]["intensity"])) for r in records) / len(records)
+
+
+def test_unreadable_verdicts_are_retried_then_floored_or_excluded_and_never_cached(tmp_path):
+    judge = FlakyJudge(unreadable=float("inf"))
+    with FakeOpenAIServer(answer=judge) as server:
+        results = _er_run(server, tmp_path)  # judge.retries: 2 by default for an API judge
+        assert len(judge.seen) == 4 * 3 and len(set(judge.seen)) == 4  # each verdict asked three times
+        both = results["aggregates"]["er"]["both"]
+        # S_int is the formula on the intensities, whatever the judge said; only S_emo depends on the verdict
+        s_int = _formula_s_int(results["records"])
+        assert both["s_int"] == pytest.approx(s_int) and both["s_emo"] == 1.0
+        assert both["s_er"] == pytest.approx((1 + s_int) / 2)
+        assert (both["judged"], both["judge_failures"]) == (0, 4)
+        assert results["counts"]["er"]["both"]["judge_failures"] == 4
+        assert {(r["scores"]["judge_status"], r["scores"]["judge_attempts"]) for r in results["records"]} == {
+            ("failed", 3)}
+        cache = tmp_path / "judge_cache.jsonl"
+        assert not cache.exists() or cache.read_text() == ""  # unreadable verdicts are never cached
+        # exclude: S_emo and S_ER have no instance left; S_int is unchanged
+        excluded = _er_run(server, tmp_path, "judge.on_failure=exclude", "judge.retries=0")
+        assert len(judge.seen) == 12 + 4  # the rerun asked the four unreadable verdicts once more
+        both = excluded["aggregates"]["er"]["both"]
+        assert (both["s_emo"], both["s_er"], both["judge_on_failure"]) == (None, None, "exclude")
+        assert both["s_int"] == pytest.approx(s_int) and both["judge_failures"] == 4
+
+
+def test_a_rerun_asks_exactly_the_unreadable_verdicts_again(tmp_path):
+    judge = FlakyJudge(unreadable=2)
+    with FakeOpenAIServer(answer=judge) as server:
+        results = _er_run(server, tmp_path, "judge.retries=0")
+        assert len(judge.seen) == 4 and len(judge.left_unreadable) == 2
+        assert results["aggregates"]["er"]["both"]["judge_failures"] == 2
+        cached = [json.loads(line) for line in (tmp_path / "judge_cache.jsonl").read_text().splitlines()]
+        assert len(cached) == 2 and all('"score"' in entry["raw"] for entry in cached)
+        again = _er_run(server, tmp_path, "judge.retries=0")  # the server now reads every prompt
+        assert sorted(judge.seen[4:]) == sorted(judge.left_unreadable)  # those two, and nothing else
+        both = again["aggregates"]["er"]["both"]
+        assert (both["judged"], both["judge_failures"]) == (4, 0)
+        expected = [5 if r["gold"]["emotion"] == "feels hurt" else 2 for r in again["records"]]
+        assert [r["scores"]["judge_score"] for r in again["records"]] == expected
+        assert both["s_emo"] == pytest.approx(sum(expected) / 4)
+        assert both["s_int"] == pytest.approx(_formula_s_int(again["records"]))
+        # nothing is left to ask: a third run, with the other failure rule, only re-aggregates
+        third = _er_run(server, tmp_path, "judge.retries=0", "judge.on_failure=exclude")
+        assert len(judge.seen) == 6 and third["aggregates"]["er"]["both"]["s_emo"] == both["s_emo"]
+
+
+def test_within_a_run_only_the_unreadable_verdicts_are_asked_again(tmp_path):
+    judge = FlakyJudge(unreadable=3)
+    with FakeOpenAIServer(answer=judge) as server:
+        results = _er_run(server, tmp_path, "judge.concurrency=1")
+    # round 1 asks the four verdicts, three come back unreadable; round 2 asks exactly those three again
+    assert len(judge.seen) == 7 and sorted(judge.seen[4:]) == sorted(judge.left_unreadable)
+    assert sorted(r["scores"]["judge_attempts"] for r in results["records"]) == [1, 2, 2, 2]
+    assert results["aggregates"]["er"]["both"]["judge_failures"] == 0

@@ -82,29 +82,43 @@ def test_er_intensity_match_and_combined_score():
     records = [
         rec("er", "couple", gold, {"emotion": "hurt", "intensity": 7}, judge_score=5, bertscore_f1=0.9, **ok),
         rec("er", "couple", gold, {"emotion": "calm", "intensity": 3}, judge_score=2, bertscore_f1=0.5, **ok),
-        # an unreadable verdict: S_emo 1 and S_int 1 (not 3); BERTScore needs no judge and stays
+        # an unreadable verdict: S_emo 1; S_int is the formula on the intensities whatever the judge said
+        # (|9 - 7| = 2 -> 3); BERTScore needs no judge and stays
         rec("er", "family", gold, {"emotion": "sad", "intensity": 9}, judge_score=None, bertscore_f1=0.7, **unread),
         # a failed answer that half parsed: S_int 1 (not 5), S_emo 1 (not judged), BERTScore 0 (not 0.8)
         rec("er", "family", gold, {"emotion": "feels hurt", "intensity": 7}, "failed", judge_score=1,
             judge_status="not judged: the prediction did not parse", judge_scale="1-5", bertscore_f1=0.8),
     ]
     both = aggregate("er", records)["both"]
-    assert both["s_int"] == pytest.approx((5 + 1 + 1 + 1) / 4)
+    assert both["s_int"] == pytest.approx((5 + 1 + 3 + 1) / 4)
     assert both["s_emo"] == pytest.approx((5 + 2 + 1 + 1) / 4)
-    assert both["s_er"] == pytest.approx(((5 + 5) / 2 + (2 + 1) / 2 + 1 + 1) / 4)
+    assert both["s_er"] == pytest.approx(((5 + 5) / 2 + (2 + 1) / 2 + (1 + 3) / 2 + (1 + 1) / 2) / 4)
     assert both["s_er"] == pytest.approx((both["s_emo"] + both["s_int"]) / 2)   # one instance set
     assert both["judge"] == both["s_er"] and (both["judged"], both["judge_failures"]) == (2, 1)
     assert both["bertscore_f1"] == pytest.approx((0.9 + 0.5 + 0.7 + 0.0) / 4)
+    assert both["judge_on_failure"] == "floor"
     assert aggregate("er", records[:2] + [rec("er", "couple", gold, {"emotion": "x", "intensity": 7})])["both"][
         "s_emo"] is None   # an instance without a verdict: no S_emo rather than one over fewer instances
+    # exclude: the unreadable verdict leaves S_emo and S_ER; S_int (no judge in it) and BERTScore keep it
+    excluded = aggregate("er", records, judge_on_failure="exclude")["both"]
+    assert excluded["s_emo"] == pytest.approx((5 + 2 + 1) / 3)
+    assert excluded["s_er"] == pytest.approx(((5 + 5) / 2 + (2 + 1) / 2 + (1 + 1) / 2) / 3)
+    assert excluded["s_int"] == both["s_int"] and excluded["bertscore_f1"] == both["bertscore_f1"]
+    assert (excluded["judged"], excluded["judge_failures"], excluded["judge_on_failure"]) == (2, 1, "exclude")
+    only_unread = aggregate("er", records[2:3], judge_on_failure="exclude")["both"]
+    assert (only_unread["s_emo"], only_unread["s_er"], only_unread["s_int"]) == (None, None, 3.0)
+    with pytest.raises(ValueError, match="judge.on_failure must be one of floor, exclude, got 'skip'"):
+        aggregate("er", records, judge_on_failure="skip")
 
 
-def test_vp_unreadable_verdict_scores_the_bottom_of_the_scale():
+def test_vp_unreadable_verdict_scores_the_bottom_of_the_scale_or_leaves_the_mean():
     gold = [{"source": "A", "target": "B", "viewpoint": "x"}]
     records = [rec("vp", "couple", gold, gold, judge_score=4, judge_status="ok", judge_scale="0-6"),
                rec("vp", "couple", gold, gold, judge_score=None, judge_status="failed", judge_scale="0-6")]
     both = aggregate("vp", records)["both"]
     assert (both["judge"], both["judge_failures"], both["judged"]) == ((4 + 0) / 2, 1, 1)
+    excluded = aggregate("vp", records, judge_on_failure="exclude")["both"]
+    assert (excluded["judge"], excluded["judge_failures"], excluded["n"]) == (4, 1, 2)
 
 
 def test_table5_row_uses_the_papers_units():

@@ -254,14 +254,25 @@ def test_judge_verdicts_are_cached_by_model_and_prompt(tmp_path, capsys):
     assert sorted(e["judge_model"] for e in cache) == ["judge-2"] * 4 + ["judge-model"] * 4
 
 
-def test_an_unreadable_judge_verdict_scores_the_floor(tmp_path):
+def test_an_unreadable_judge_verdict_is_asked_again_or_scores_the_floor(tmp_path):
+    def er_aggregate():
+        return json.loads((tmp_path / "results.json").read_text())["aggregates"]["er"]["both"]
+
     with ReasoningAPI() as api:
         assert eval_main(eval_args(api, tmp_path, "tasks=[er]", "concurrency=1")) == 0   # predictions and verdicts
         api.plan("garbage")
-        assert eval_main(eval_args(api, tmp_path, "tasks=[er]", "concurrency=1", "judge.model=other")) == 0
-    er = json.loads((tmp_path / "results.json").read_text())["aggregates"]["er"]["both"]
-    assert er["judge_failures"] == 1 and er["judged"] == 1
-    assert er["s_er"] == pytest.approx((er["s_emo"] + er["s_int"]) / 2)
+        no_retry = ["tasks=[er]", "concurrency=1", "judge.model=other", "judge.retries=0"]
+        assert eval_main(eval_args(api, tmp_path, *no_retry)) == 0
+        er = er_aggregate()
+        assert er["judge_failures"] == 1 and er["judged"] == 1
+        assert er["s_er"] == pytest.approx((er["s_emo"] + er["s_int"]) / 2)
+        asked = len(api.requests)
+        assert eval_main(eval_args(api, tmp_path, *no_retry)) == 0  # the rerun asks that verdict, and only it
+        assert len(api.requests) == asked + 1 and (er_aggregate()["judge_failures"], er_aggregate()["judged"]) == (0, 2)
+        api.plan("garbage")  # a new judge, with the default retries of an API judge: asked again within the run
+        assert eval_main(eval_args(api, tmp_path, "tasks=[er]", "concurrency=1", "judge.model=third")) == 0
+        assert len(api.requests) == asked + 1 + 3 and er_aggregate()["judge_failures"] == 0
+        assert sorted(r["scores"]["judge_attempts"] for r in records(tmp_path)) == [1, 2]
 
 
 def test_a_judge_failure_stops_naming_the_instance_and_keeps_the_finished_verdicts(tmp_path, capsys):

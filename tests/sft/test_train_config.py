@@ -182,6 +182,24 @@ def test_preset_lora_targets_are_the_architectures_projections(preset):
     assert wrapped == set(cfg.lora.target_modules)
 
 
+@pytest.mark.parametrize("tied", [False, True])
+def test_training_flops_per_token_counts_4_per_frozen_and_6_per_trained_weight(tied):
+    """A one-layer Llama, hidden 4, 2 heads of size 2 with one key/value head, MLP 8, vocabulary 10. Matrix
+    weights: q 16, k 8, v 8, o 16, gate/up/down 32 each, output layer 40; norms 3 x 4: 196 counted weights
+    (the 40 of the input embedding are a lookup; tied, it is the output layer and counts once)."""
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from rescue_train.sft.models import training_flops_per_token
+
+    config = LlamaConfig(vocab_size=10, hidden_size=4, intermediate_size=8, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, tie_word_embeddings=tied)
+    model = LlamaForCausalLM(config)
+    assert training_flops_per_token(model) == 6 * 196
+    lora = get_peft_model(model, LoraConfig(r=1, target_modules=["q_proj"]))  # A 1x4 and B 4x1 train
+    assert training_flops_per_token(lora) == 4 * 196 + 6 * 8
+
+
 def test_a_users_plain_recipe_gets_every_default_and_its_own_run_folder(tmp_path):
     plain = tmp_path / "plain.yaml"
     plain.write_text("name: mine\ntasks: {rpp: 1.0}\ntrain:\n  max_steps: 2\n")

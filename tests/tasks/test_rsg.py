@@ -15,6 +15,7 @@ from rescue_train.scoring.judge import Judge
 from rescue_train.scoring.metrics import aggregate, distinct_n, table5_row
 from rescue_train.tasks import TASKS, build, render
 from rescue_train.tasks.answers import word_count
+from rescue_train.tasks.rsg import JUDGE_SYSTEM
 
 T = "Therapist"
 RSG = TASKS["rsg"]
@@ -125,18 +126,32 @@ def test_aggregate_scores_the_model_and_the_real_turns_alike():
          "scores": {"bertscore_f1": 0.0, **verdicts(judge=1, adherence=0, human_judge=3, human_adherence=1)}},
     ]
     both = aggregate("rsg", records)["both"]
-    # predictions: 6 words + 0; unigrams i hear you i hear you (3 of 6 distinct), bigrams 3 of 5 distinct
+    # length and distinct-n over the answered turn only (the failed one is counted in parse_failures):
+    # 6 words; unigrams i hear you i hear you (3 of 6 distinct), bigrams 3 of 5 distinct; the real turn at the
+    # same row: "Ben, what happens now?", 4 words, all distinct
     expected = {"bertscore_f1": pytest.approx(0.4), "judge": 2.5, "judged": 2, "adherence": 0.5,
-                    "length_words": 3.0, "distinct_1": 0.5, "distinct_2": pytest.approx(0.6),
-                    "human": {"bertscore_f1": 1.0, "judge": 4.0, "adherence": 1.0, "length_words": 3.0,
-                              "distinct_1": 1.0, "distinct_2": 1.0},
-                    "n": 2, "parse_failures": 1}
+                "length_words": 6.0, "distinct_1": 0.5, "distinct_2": pytest.approx(0.6),
+                "judge_failures": 0, "adherence_failures": 0, "judge_on_failure": "floor",
+                "human": {"bertscore_f1": 1.0, "judge": 4.0, "adherence": 1.0, "length_words": 4.0,
+                          "distinct_1": 1.0, "distinct_2": 1.0, "judge_failures": 0, "adherence_failures": 0},
+                "n": 2, "parse_failures": 1}
     assert {key: both[key] for key in expected} == expected
+    # unreadable verdicts, each check on its own: floored (1 and 0) or left out of that check's mean
+    records[0]["scores"].update(human_judge_score=None, human_judge_status="failed", adherence_score=None,
+                                adherence_status="failed")
+    floor = aggregate("rsg", records)["both"]
+    assert (floor["adherence"], floor["adherence_failures"], floor["judge"]) == (0.0, 1, 2.5)
+    assert (floor["human"]["judge"], floor["human"]["judge_failures"]) == ((1 + 3) / 2, 1)
+    excluded = aggregate("rsg", records, judge_on_failure="exclude")["both"]
+    assert (excluded["adherence"], excluded["judge"], excluded["human"]["judge"]) == (0.0, 2.5, 3.0)
+    assert excluded["human"]["adherence"] == 1.0 and excluded["judge_on_failure"] == "exclude"
+    records[0]["scores"].update(verdicts(human_judge=5, adherence=1))
     assert aggregate("rsg", records)["family"]["judge"] == 1.0
     row = table5_row({"rsg": aggregate("rsg", records)}, "both")
-    assert (row["rsg_llm"], row["rsg_adherence"], row["rsg_words"]) == (2.5, 50.0, 3.0)
+    assert (row["rsg_llm"], row["rsg_adherence"], row["rsg_words"], row["rsg_unanswered"]) == (2.5, 50.0, 6.0, 1)
     human = table5_row({"rsg": aggregate("rsg", records)}, "both", source="human")
-    assert (human["rsg_llm"], human["rsg_bert"], human["rsg_adherence"]) == (4.0, 1.0, 100.0)
+    assert (human["rsg_llm"], human["rsg_bert"], human["rsg_adherence"], human["rsg_unanswered"]) == (
+        4.0, 1.0, 100.0, None)
 
 
 def test_judge_grades_generated_and_real_turns_blind_and_checks_adherence():
@@ -161,6 +176,13 @@ def test_judge_grades_generated_and_real_turns_blind_and_checks_adherence():
     assert "what happens inside you" not in judged_prediction  # the real turn is not shown beside it
     assert 'Candidate next therapist turn: "  Ben, what happens inside you' in backend.prompts[2][1]["content"]
     assert '"adheres"' in backend.prompts[1][1]["content"] and '"adheres"' not in judged_prediction
+    # RSG's own system message: no reference answer, unlike ER's and VP's
+    assert {p[0]["content"] for p in backend.prompts} == {JUDGE_SYSTEM} and "no reference answer" in JUDGE_SYSTEM
+    # the judge reads every row before the turn, though the model saw only the last five (rows 4-8 for row 9)
+    real_nine = backend.prompts[4][1]["content"]
+    assert "Conversation so far (rows 1-8):\n[1] Therapist -> Ann, Ben: Welcome back" in real_nine
+    assert "Conversation so far (rows 4-8):" in render(nine)[1]["content"]
+    assert "Welcome back" not in render(nine)[1]["content"]
 
 
 def test_baselines_repeat_generic_and_retrieve_from_training_units_only():
