@@ -207,7 +207,7 @@ class CpuForm:
                 if "bertscore=none" not in text:
                     extra += [f"bertscore.model={self.minilm}", "bertscore.num_layers=6"]
             for prefix in ("", "judge."):
-                if f"{prefix}backend=openai" in text and f"{prefix}base_url=" not in text:
+                if re.search(rf"(^|\s){re.escape(prefix)}backend=openai\b", text) and f"{prefix}base_url=" not in text:
                     extra.append(f"{prefix}base_url={self.api_url}")
         elif kind == "train" and not re.search(r"recipe=\S*_cls\b", text):
             extra += ["train.max_steps=1", "train.batch_size=1", "train.grad_accum=1", "train.eval_steps=0",
