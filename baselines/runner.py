@@ -25,6 +25,7 @@ from rescue_train.tasks import TASKS, build
 from .registry import BASELINES
 
 SPLITS = ("kfold", "leave_one_unit_out")
+PREDICTION_FIELDS = {"id": str, **RECORD_FIELDS}  # records are matched to instances by id
 
 
 @dataclass
@@ -51,7 +52,8 @@ class RunConfig:
         "the key comes from $OPENAI_API_KEY)"))
     judge_url: Optional[str] = field(default=None, metadata=meaning("the judge server's base URL"))
     predictions: List[str] = field(default_factory=list, metadata=meaning(
-        "NAME=PATH: also score these prediction records (a .jsonl file or an eval results folder) as rows"))
+        "NAME=PATH: one model's prediction records (a .jsonl file or one results folder) as a row; the baselines "
+        "are then scored on exactly its instances"))
     output_dir: Optional[str] = field(default=None, metadata=meaning(
         "write results.json and predictions/<baseline>.jsonl here"))
     json: bool = field(default=False, metadata=meaning("print the results JSON instead of the tables"))
@@ -105,14 +107,18 @@ def prediction_record(inst, prediction: Any, baseline: str, fold: str) -> dict[s
             "raw": None, "scores": {}, "baseline": baseline, "fold": fold}
 
 
-def predict_all(samples, manifest: SplitManifest, config: RunConfig) -> dict[str, list[dict]]:
-    """baseline -> prediction records over every test fold of the run."""
+def predict_all(samples, manifest: SplitManifest, config: RunConfig,
+                only: set[str] | None = None) -> dict[str, list[dict]]:
+    """baseline -> prediction records over every test fold of the run (``only``: just these instance ids, the
+    instances of the models the baselines are compared with; each must be a test instance of the split)."""
     folds = plan_folds(manifest, config.data.split, config.data.test_fold)
     records: dict[str, list[dict]] = {name: [] for name in config.baselines}
+    tested: set[str] = set()
     for task in config.tasks:
         instances = build(task, samples, config.data.build_options(), units=manifest.samples).instances
         for fold in folds:
-            test = [i for i in instances if i.unit in fold.test_units]
+            test = [i for i in instances if i.unit in fold.test_units and (only is None or i.id in only)]
+            tested.update(i.id for i in test)
             if not test:
                 continue
             train = [i for i in instances if i.unit in fold.train_units]
@@ -125,6 +131,12 @@ def predict_all(samples, manifest: SplitManifest, config: RunConfig) -> dict[str
                 baseline = BASELINES[name](task, seed=config.data.split_seed).fit(train)
                 for inst, prediction in zip(test, baseline.predict(test)):
                     records[name].append(prediction_record(inst, prediction, name, fold.name))
+    missing = sorted((only or set()) - tested)
+    if missing:
+        where = f"test fold {config.data.test_fold}" if config.data.test_fold is not None else "the split"
+        raise ValueError(f"{len(missing)} of the {len(only)} instances of --predictions are not test instances of "
+                         f"{where} for tasks {', '.join(config.tasks)} (e.g. {missing[0]}): give the baselines the "
+                         "tasks, data settings and --test-fold the predictions were made with")
     return records
 
 
@@ -171,14 +183,15 @@ def score(records: Iterable[dict]) -> dict[str, Any]:
     return {"aggregates": aggregates, "table": rows}
 
 
-def run(config: RunConfig) -> tuple[dict[str, Any], dict[str, list[dict]]]:
-    """(results with provenance, baseline -> prediction records)."""
+def run(config: RunConfig, only: set[str] | None = None) -> tuple[dict[str, Any], dict[str, list[dict]]]:
+    """(results with provenance, baseline -> prediction records); ``only``: score the baselines on just these
+    instance ids (those of the models they are compared with)."""
     benchmark = load_benchmark(config.data.source)
     scheme = "none" if config.data.split == "leave_one_unit_out" else "kfold"
     manifest = make_manifest(benchmark.samples, scheme, k=config.data.folds, seed=config.data.split_seed)
     # The fits are small: one BLAS thread is faster, and multi-threaded OpenBLAS spins badly on a busy machine.
     with threadpool_limits(limits=1):
-        records = predict_all(benchmark.samples, manifest, config)
+        records = predict_all(benchmark.samples, manifest, config, only)
     if config.bertscore:
         for chosen in records.values():
             add_bertscore(chosen, config.bertscore, config.bertscore_layers)
@@ -194,29 +207,34 @@ def run(config: RunConfig) -> tuple[dict[str, Any], dict[str, list[dict]]]:
         "folds": [{"name": f.name, "train_units": sorted(f.train_units), "test_units": sorted(f.test_units)}
                   for f in plan_folds(manifest, config.data.split, config.data.test_fold)],
         "baselines": {name: score(chosen) for name, chosen in records.items() if chosen},
+        "instances": "the instances of --predictions" if only is not None else "every test instance of the split",
     }
     return results, records
 
 
 def load_records(path: str | Path) -> list[dict]:
-    """Prediction records from a .jsonl file, or from every ``predictions.jsonl`` under a folder (an
-    evaluation run's layout), with the ``{id, score: value}`` lines of a ``scores.jsonl`` beside it merged
-    into each record's ``scores``."""
+    """Prediction records of one model: a .jsonl file, or the ``predictions.jsonl`` of one results folder (an
+    evaluation run or a kept classifier; the folder itself or the one folder below it holding one), with the
+    ``{id, score: value}`` lines of a ``scores.jsonl`` beside it merged into each record's ``scores``. A folder
+    holding several models' results (an evaluation with include_base, several adapters) is refused: one row
+    is one model."""
     path = Path(path)
     if path.is_file():
-        return read_records(path, RECORD_FIELDS, "a prediction record")
-    files = sorted(path.rglob("predictions.jsonl")) if path.is_dir() else []
+        return read_records(path, PREDICTION_FIELDS, "a prediction record")
+    files = [path / "predictions.jsonl"] if (path / "predictions.jsonl").is_file() else \
+        sorted(path.rglob("predictions.jsonl")) if path.is_dir() else []
     if not files:
-        raise FileNotFoundError(f"{path}: expected a .jsonl file of prediction records or a folder holding "
-                                f"predictions.jsonl files")
-    records = []
-    for file in files:
-        chosen = read_records(file, RECORD_FIELDS, "a prediction record")
-        scores_file = file.with_name("scores.jsonl")
-        if scores_file.is_file():
-            by_id = {r["id"]: r for r in chosen if "id" in r}
-            for line in read_records(scores_file, {"id": str}, "a score line"):
-                if line["id"] in by_id:
-                    by_id[line["id"]].setdefault("scores", {}).update({k: v for k, v in line.items() if k != "id"})
-        records.extend(chosen)
-    return records
+        raise FileNotFoundError(f"{path}: expected a .jsonl file of prediction records or a results folder holding "
+                                f"predictions.jsonl")
+    if len(files) > 1:
+        shown = ", ".join(str(f.parent.relative_to(path)) for f in files[:4]) + (", ..." if len(files) > 4 else "")
+        raise ValueError(f"{path} holds the results of {len(files)} models ({shown}): give one per name, e.g. "
+                         f"--predictions NAME={files[0].parent}")
+    chosen = read_records(files[0], PREDICTION_FIELDS, "a prediction record")
+    scores_file = files[0].with_name("scores.jsonl")
+    if scores_file.is_file():
+        by_id = {r["id"]: r for r in chosen}
+        for line in read_records(scores_file, {"id": str}, "a score line"):
+            if line["id"] in by_id:
+                by_id[line["id"]].setdefault("scores", {}).update({k: v for k, v in line.items() if k != "id"})
+    return chosen

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .io import read_json
+from .provenance import describe_split, weights_digest
 
 DATASET_NAME = "RESCUE-Bench"
 LICENCE_NOTE = ("RESCUE-Bench is released for research use only. This model was trained on it: use it for "
@@ -33,7 +34,7 @@ TEMPLATE = """\
 {% if results %}
 ## Test results
 
-{% for scope_results in results %}Evaluated by `{{ scope_results.source }}` (split: {{ scope_results.split }}).
+{% for scope_results in results %}Evaluated as `{{ scope_results.source }}`: {{ scope_results.protocol }} protocol, {{ scope_results.split }}; n = {{ scope_results.n }} instances.
 
 | scope | {{ scope_results.columns | join(" | ") }} |
 | --- |{% for _ in scope_results.columns %} --- |{% endfor %}
@@ -73,24 +74,57 @@ def _hub_id(name: str | None) -> str | None:
     return name
 
 
+def _counts(results: dict[str, Any]) -> str:
+    """Instances per task, both scenarios: ``ssp 23, rpp 15``."""
+    return ", ".join(f"{task} {scopes.get('both', {}).get('n', 0)}"
+                     for task, scopes in results.get("aggregates", {}).items())
+
+
+def _protocol(results: dict[str, Any]) -> str:
+    return str(results.get("config", {}).get("protocol", "?"))
+
+
 def _results_table(results: dict[str, Any]) -> dict[str, Any]:
     scopes = [s for s in ("couple", "family", "both") if s in results.get("table5", {})]
     columns = [c for c in results["table5"][scopes[-1]] if results["table5"][scopes[-1]][c] is not None]
-    split = results.get("split", {})
-    return {"source": results.get("label", "eval"),
-            "split": f"{split.get('scheme')}, test fold {split.get('test_fold')}" if split else "unknown",
-            "columns": columns,
+    return {"source": results.get("label", "eval"), "protocol": _protocol(results), "split": describe_split(results),
+            "n": _counts(results) or "?", "columns": columns,
             "rows": [(s, [f"{results['table5'][s][c]:.2f}" if results["table5"][s][c] is not None else "–"
                           for c in columns]) for s in scopes]}
 
 
 def _eval_results(results: Sequence[dict[str, Any]]):
+    """The Hub's model-index entries: one per metric of each result, the protocol and split telling results
+    apart (each is one task-and-dataset entry, its n and limit in the dataset's args)."""
     from huggingface_hub import EvalResult
 
-    return [EvalResult(task_type="text-classification", dataset_type="rescue-bench", dataset_name=DATASET_NAME,
-                       dataset_split=str(r.get("split", {}).get("scheme", "test")), metric_type=column,
-                       metric_value=round(value, 4), metric_name=f"{column} (both scenarios)")
+    return [EvalResult(task_type="text-classification", task_name=f"RESCUE-Bench, {_protocol(r)} protocol",
+                       dataset_type="rescue-bench", dataset_name=DATASET_NAME, dataset_config=_protocol(r),
+                       dataset_split=describe_split(r),
+                       dataset_args={"instances": _counts(r), "limit": r.get("config", {}).get("limit")},
+                       metric_type=column, metric_value=round(value, 4), metric_name=f"{column} (both scenarios)")
             for r in results for column, value in r["table5"].get("both", {}).items() if value is not None]
+
+
+def of_this_run(results: dict[str, Any], run_dir: Path, prov: dict[str, Any]) -> bool:
+    """Whether an evaluation result is of this run's model: its adapter's weights (wherever they were loaded
+    from), or, for a merged model, this run's training provenance."""
+    model = results.get("model") or {}
+    if model.get("adapter_weights"):
+        return model["adapter_weights"] == weights_digest(run_dir / str(prov.get("adapter", "adapter")))
+    return bool(model.get("training_provenance")) and model["training_provenance"] == prov
+
+
+def choose_results(run_dir: str | Path, results: Sequence[dict[str, Any]]) -> tuple[list[dict], list[dict]]:
+    """(this run's results, each once: the newest of those evaluated alike; the others, left out)."""
+    prov = json.loads((Path(run_dir) / "provenance.json").read_text(encoding="utf-8"))
+    mine, others = {}, []
+    for r in sorted(results, key=lambda r: str(r.get("created", ""))):
+        if of_this_run(r, Path(run_dir), prov):
+            mine[(_protocol(r), describe_split(r))] = r  # one entry per protocol and split
+        else:
+            others.append(r)
+    return list(mine.values()), others
 
 
 def _lora_facts(prov: dict[str, Any]) -> tuple[str, list[tuple[str, Any]], str]:
@@ -141,7 +175,7 @@ def write_model_card(run_dir: str | Path, eval_results: Sequence[dict[str, Any]]
     prov = read_json(run_dir / "provenance.json", {"kind": str}, "a training run's provenance")
     is_lora = prov.get("kind") == "lora_sft"
     title, facts, usage = (_lora_facts if is_lora else _classifier_facts)(prov)
-    results = list(eval_results)
+    results = choose_results(run_dir, eval_results)[0]  # only this run's model, each protocol and split once
     if not is_lora and (run_dir / "metrics.json").exists() and not results:
         # A classifier run evaluated its own test fold; shown through the same table as eval results.
         from .scoring.metrics import table5_row

@@ -41,6 +41,30 @@ def config_hash(config: Any) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def weights_digest(folder: str | Path) -> str:
+    """Content hash of an adapter's weights (``adapter_model*``): retraining into the same folder is another
+    model, a copy of the folder the same one."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(folder).glob("adapter_model*")):
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def describe_split(results: dict[str, Any]) -> str:
+    """Which instances an evaluation result rests on, in words: the whole benchmark, a holdout test split or
+    the test fold(s), any limit per task, and whether its model's own training data are among them."""
+    split, config = results.get("split") or {}, results.get("config") or {}
+    scheme = split.get("scheme")
+    folds = split.get("test_folds") or ([split["test_fold"]] if split.get("test_fold") is not None else [])
+    text = ("whole benchmark" if scheme == "none" else "holdout test" if scheme == "holdout" else
+            f"test fold{'s' if len(folds) > 1 else ''} {', '.join(map(str, folds))}" if scheme == "kfold" else "?")
+    if config.get("limit"):
+        text += f", limit {config['limit']}"
+    return text + (", includes training data" if results.get("includes_training_data") else "")
+
+
 def unfinished_training_run(run_dir: str | Path, provenance: dict[str, Any]) -> None:
     """Refuse a training run folder whose run never finished: its adapter may be missing or half written,
     and a checkpoint found below it would silently stand in for the trained model."""

@@ -10,7 +10,8 @@ rank-vs-generate ratio per closed-set instance and, with both backends, vLLM vs 
 prefix cache is emptied before each timing, so no protocol reuses prompts another one computed (the
 protocols share their prompts). Generation runs at the protocol's default budget; a random tiny model never
 stops early, a trained one usually does, so on real models the generate side gets somewhat faster.
-Targets: hf rank at least 3x sft generation, vLLM rank at least 1x vLLM sft generation.
+Targets, for a real model on a GPU: hf rank at least 3x sft generation, vLLM rank at least 1x vLLM sft
+generation.
 """
 
 from __future__ import annotations
@@ -83,12 +84,16 @@ def main() -> None:
             print(f"{backend_name:5s} {protocol:6s} {len(instances)} instances: "
                   f"{rates[(backend_name, protocol)]:8.2f} inst/s (median of {args.repeats})")
         backend.close()
+    import torch
+
+    target_applies = torch.cuda.is_available() and args.model != "tiny"
     for backend_name in args.backends.split(","):
         if (backend_name, "rank") in rates and (backend_name, "sft") in rates:
             ratio = rates[(backend_name, "rank")] / rates[(backend_name, "sft")]
             target = RANK_VS_SFT_TARGETS[backend_name]
-            print(f"{backend_name}: rank vs sft generation per closed-set instance: {ratio:.2f}x "
-                  f"({'meets' if ratio >= target else 'below'} the {target:g}x target)")
+            verdict = (f"{'meets' if ratio >= target else 'below'} the {target:g}x target" if target_applies else
+                       f"the {target:g}x target is for a real model on a GPU, where generation dominates")
+            print(f"{backend_name}: rank vs sft generation per closed-set instance: {ratio:.2f}x ({verdict})")
     for protocol in protocols:
         if ("vllm", protocol) in rates and ("hf", protocol) in rates:
             print(f"{protocol}: vLLM vs HF: {rates[('vllm', protocol)] / rates[('hf', protocol)]:.2f}x")

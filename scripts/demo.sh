@@ -21,6 +21,7 @@ rescue-train eval run="$OUT/ssp_lora" include_base=true tasks=[ssp,stp,rpp,itp] 
     bertscore=none output_dir="$OUT/eval"
 echo "== 5. report beside the paper's Table 5 / Table 11"
 rescue-train report "$OUT/eval/base" "$OUT/eval/ssp_lora" --output-dir "$OUT/report"
-echo "== 6. trivial baselines on the same held-out fold"
-rescue-train baselines bundled --tasks itp rpp stp ssp --test-fold 0 | tail -12
+echo "== 6. trivial baselines on the same held-out instances, beside the two models (both scenarios)"
+rescue-train baselines bundled --tasks itp rpp stp ssp --test-fold 0 \
+    --predictions base="$OUT/eval/base" tiny-lora="$OUT/eval/ssp_lora" | sed -n '/== both ==/,$p'
 echo "Demo outputs are in $OUT/ (report: $OUT/report)."

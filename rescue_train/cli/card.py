@@ -12,7 +12,9 @@ from .base import Command
 USAGE = """usage: rescue-train card RUN_DIR [EVAL_OUTPUT ...]
 
 (Re)writes RUN_DIR/README.md, the run's Hugging Face model card, adding the results of the given evaluation
-folders (each holding results.json, or a results.json itself). Publish the run with:
+folders (each holding results.json at any depth, or a results.json itself) that are of this run's model: its
+adapter's weights, or the merged model of this run. Others (the base model's, another run's) are left out, named;
+each protocol and split is shown once (the newest), with its n and any limit. Publish the run with:
   hf upload YOUR_NAME/MODEL_NAME RUN_DIR --exclude "checkpoints/*" --exclude "data/*\""""
 
 
@@ -34,10 +36,17 @@ def load(inputs: list[str], overrides: list[str]) -> CardConfig:
 
 
 def run(config: CardConfig) -> None:
-    from ..model_card import read_results, write_model_card
+    from ..model_card import choose_results, read_results, write_model_card
 
-    path = write_model_card(Path(config.run), [r for p in config.results for r in read_results(p)])
-    print(f"model card: {path}")
+    given = [r for p in config.results for r in read_results(p)]
+    mine, others = choose_results(config.run, given)
+    for other in others:
+        print(f"left out {other.get('label', '?')} ({other.get('output_dir', '?')}): not this run's model")
+    if given and not mine:
+        raise ValueError(f"none of the {len(given)} results given are of the model of {config.run} (its adapter's "
+                         "weights, or its merged model): evaluate it with rescue-train eval run=RUN_DIR")
+    path = write_model_card(Path(config.run), mine)
+    print(f"model card: {path} ({len(mine)} evaluation results)")
 
 
 COMMAND = Command("card", USAGE, load, run, schema=CardConfig, inputs=True)

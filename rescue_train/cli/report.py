@@ -3,6 +3,7 @@ plots from results.json files (rescue_train.evaluation.report)."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional
@@ -12,15 +13,18 @@ from .base import Command
 
 USAGE = """usage: rescue-train report RESULTS... [--output-dir DIR] [--against NAME] [--power] [--no-paper] [--no-plots]
 
-RESULTS are results.json files or the run folders holding them. Prints the Table 5 and Table 11 layouts with
-the paper's ten LLM rows beside ours (our cells with their 95% intervals), and every result compared with the
-first (or --against) on the instances both scored; with --output-dir, writes DIR/report.md, comparisons.json
-and the plots instead."""
+RESULTS are results.json files or folders holding them at any depth (`rescue-train report runs/eval`);
+NAME=PATH names the rows of PATH. Folders of unfinished evaluations are skipped with a note. Prints the Table 5
+and Table 11 layouts with the paper's ten LLM rows beside ours (our cells with their 95% intervals, each row's
+n and split), and every result compared with the first (or --against) on the instances both scored. With
+--output-dir DIR it writes DIR/report.md, comparisons.json and the plots (DIR/models.png compares every model
+per column) instead, and prints where; read DIR/report.md."""
 
 
 @dataclass
 class ReportConfig:
-    results: List[str] = field(default_factory=list, metadata=meaning("results.json files or run folders"))
+    results: List[str] = field(default_factory=list, metadata=meaning(
+        "results.json files or folders holding them at any depth; NAME=PATH names the rows"))
     output_dir: Optional[str] = field(default=None, metadata=meaning(
         "folder for report.md, comparisons.json and the plots (default: print the tables)"))
     against: Optional[str] = field(default=None, metadata=meaning(
@@ -38,17 +42,20 @@ def load(inputs: list[str], overrides: list[str]) -> ReportConfig:
 
 
 def run(config: ReportConfig) -> None:
-    from ..evaluation.report import build, load_results, reference_index, write
+    from ..evaluation.report import build, find_results, reference_index, write
 
-    results = [load_results(p) for p in config.results]
-    reference = reference_index(results, config.results, config.against)
-    report = build(results, reference, config.paper, config.power)
+    found = find_results(config.results)
+    for note in found.notes:
+        print(f"note: {note}", file=sys.stderr)
+    reference = reference_index(found.results, found.paths, config.against)
+    report = build(found.results, reference, config.paper, config.power)
     if not config.output_dir:
         print(report.text)
         return
     out = Path(config.output_dir)
-    plots = write(report, results, out, config.plots)
-    print(f"wrote {out / 'report.md'} and {len(plots)} plots")
+    plots = write(report, found.results, out, config.plots)
+    print(f"wrote {out / 'report.md'} ({len(found.results)} results) and {len(plots)} plots "
+          f"({out / 'models.png'} compares the models)" if plots else f"wrote {out / 'report.md'}")
 
 
 COMMAND = Command("report", USAGE, load, run, schema=ReportConfig, inputs=True, labelled_inputs=True)

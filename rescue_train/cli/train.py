@@ -24,7 +24,11 @@ Examples:
   rescue-train train recipe=rpp_cls strategy=logit_adjusted learner=torch data.test_fold=0
 Model presets (model=NAME, configs/model): {', '.join(names_in('configs/model'))}; data blocks (data=NAME,
 or data=PATH for data.source=PATH): {', '.join(names_in('configs/data'))}. More in docs/training.md and
-docs/classifiers.md. The keys below are the given recipe's kind (LoRA when none is given)."""
+docs/classifiers.md. The keys below are the given recipe's kind (LoRA when none is given).
+
+A LoRA run writes output_dir (default runs/<name>/<model>/fold<test_fold>): adapter/, config.yaml,
+provenance.json, README.md (its model card), logs/ (tensorboard --logdir runs); evaluate it with
+rescue-train eval run=OUTPUT_DIR. A classifier run writes its model, test-fold predictions and metrics.json."""
 
 
 def recipe_of(words: list[str]) -> str | None:
@@ -81,7 +85,8 @@ def run(cfg) -> None:
         run_dir, metrics = train(cfg)
         print("\n".join(summary_lines(cfg.task, metrics)))
         print(f"run folder: {run_dir} (model, config.yaml, provenance.json, predictions.jsonl, metrics.json, "
-              "README.md)")
+              f"README.md); beside the baselines: rescue-train baselines {cfg.data.source} "
+              f"--test-fold {cfg.data.test_fold} --predictions {cfg.strategy}={run_dir}")
         return
     from ..sft.runner import already_finished
     from ..sft.runner import run as train_lora
@@ -93,7 +98,8 @@ def run(cfg) -> None:
         return
     run_dir = train_lora(cfg)
     if main_process:
-        print(f"adapter: {run_dir / 'adapter'}")
+        print(f"adapter: {run_dir / 'adapter'}; run folder {run_dir} (config.yaml, provenance.json, README.md, logs/)")
+        print(f"evaluate it on its test fold: rescue-train eval run={run_dir}")
 
 
 COMMAND = Command("train", usage, load, run, schema_for=schema_for, extra_keys=("recipe", "model", "data"))

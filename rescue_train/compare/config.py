@@ -90,6 +90,17 @@ LORA_COMPARE_KEYS = ("strategies", "seeds", "test_folds", "output_dir", "plots",
 LORA_PER_RUN = {"balance": "the strategy sets balance.*", "seed": "use seeds=[...]",
                 "data.test_fold": "use test_folds=[...]", "name": "the recipe's name",
                 "tasks": "compare one task at a time"}
+# ... and of a classifier comparison (its balance.* are the strategies' parameters, shared by every run).
+CLASSIFIER_PER_RUN = {"data.test_fold": "use test_folds=[...]"}
+
+
+def refuse_per_run(overrides: Sequence[str], fixed: dict[str, str]) -> None:
+    """Refuse a setting that every run of the comparison sets itself (it would be ignored)."""
+    for arg in overrides:
+        key = arg.split("=", 1)[0].lstrip("+")
+        for name, why in fixed.items():
+            if key == name or key.startswith(name + "."):
+                raise ValueError(f"{arg}: every run of the comparison sets {name} itself ({why})")
 
 
 def lora_strategies() -> list[str]:
@@ -119,11 +130,7 @@ def load_lora_config(recipe: str, overrides: Sequence[str]) -> CompareConfig:
 
     mine = [a for a in overrides if a.split("=", 1)[0].split(".")[0] in LORA_COMPARE_KEYS]
     training = [a for a in overrides if a not in mine]
-    for arg in training:
-        key = arg.split("=", 1)[0]
-        for fixed, why in LORA_PER_RUN.items():
-            if key == fixed or key.startswith(fixed + "."):
-                raise ValueError(f"{arg}: every run of the comparison sets {fixed} itself ({why})")
+    refuse_per_run(training, LORA_PER_RUN)
     config: CompareConfig = compose(CompareConfig, mine, "compare")
     resolved = load_training_config(recipe, training)
     tasks = list(resolved.tasks)
@@ -157,6 +164,7 @@ def load_config(overrides: Sequence[str]) -> CompareConfig:
     if recipes and recipe_kind(read_recipe(recipes[-1])[1]) == "lora":
         config = load_lora_config(recipes[-1], rest)
     else:
+        refuse_per_run(rest, CLASSIFIER_PER_RUN)
         config = read_config(CompareConfig, recipes[-1] if recipes else None, rest, "compare")
     names = config.strategies
     if names == "all" or names == ["all"]:

@@ -89,7 +89,7 @@ class DataConfig:
         "label: the bare label; json: the paper's JSON answers"))
     split: str = field(default="kfold", metadata=meaning(
         "kfold (grouped folds) | holdout | none (every sample is test: the whole benchmark) | leave_one_unit_out "
-        "(baselines only); training takes kfold or holdout"))
+        "(baselines only); LoRA training takes kfold or holdout, classifiers and compare kfold"))
     folds: int = field(default=5, metadata=meaning("number of grouped folds (data.split=kfold)", low=2))
     split_seed: int = field(default=0, metadata=meaning("seed of the split manifest", low=0))
     test_fold: int = field(default=0, metadata=meaning("the held-out fold (data.split=kfold)", low=0))

@@ -3,26 +3,29 @@ adapter resolution and the backend factory live in ``evaluation.models``.
 
 ``run=RUN_DIR`` (one or several training run folders) takes everything that decides the prompts from the
 run: the whole data configuration (source, build options, mode, answer format, split, test fold and the
-run's own split manifest), the base model and the adapter with its tokenizer and chat template. An
-explicit ``data.*`` override that differs from the run is kept, with a warning naming the key.
+run's own split manifest), the tasks it trained, the base model and the adapter with its tokenizer and chat
+template. An explicit ``data.*`` or ``tasks=`` setting wins, with a warning naming a data key that differs.
+A model trained by a run found otherwise (``adapter=RUN_DIR``, a served ``adapter=NAME=RUN_DIR``, a merged
+``model=``) takes the run's split (``evaluation.trained``); runs on different test folds are each evaluated on
+their own.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..data.config import DataConfig, from_mapping
+from ..data.config import DataConfig
 from ..inference import BACKENDS
 from ..inference.options import ApiOptions, EngineOptions, check_api, reasons
-from ..io import read_json
 from ..scoring.bertscore import BertScoreConfig
 from ..scoring.judge import VP_SCALES, JudgeConfig
 from ..scoring.metrics import JUDGE_ON_FAILURE
 from ..settings import ConfigError, as_list, compose, dotlist, find_yaml, meaning, read_yaml
 from ..tasks import TASKS
+from .trained import SPLIT_KEYS, TrainingRun, adapter_runs, read_run, run_of_model
 
 PROTOCOLS = ("sft", "paper", "rank")
 SWITCHES = {"judge": {"backend": "none"}, "bertscore": {"model": "none"}}  # judge=none, bertscore=none
@@ -32,6 +35,16 @@ SWITCHES = {"judge": {"backend": "none"}, "bertscore": {"model": "none"}}  # jud
 # overrides them (one number, or per task: max_new_tokens="{vp: 16000}").
 REASONING_MAX_NEW_TOKENS = {"itp": 4096, "rpp": 8192, "stp": 4096, "ssp": 8192, "er": 4096, "vp": 8192}
 REASONING_DEFAULT_TOKENS = 8192  # a task not in the table
+
+
+@dataclass
+class EvalData(DataConfig):
+    split: str = field(default="none", metadata=meaning(
+        "none: every sample is test (the whole benchmark, as the paper) | kfold | holdout; a trained model's "
+        "default is its run's split"))
+    test_fold: Optional[int] = field(default=None, metadata=meaning(
+        "the test fold (data.split=kfold); null: each trained model's own test fold, fold 0 for other models",
+        low=0))
 
 
 @dataclass
@@ -48,8 +61,10 @@ class EvalConfig(ApiOptions, EngineOptions):
     tasks: Any = field(default_factory=lambda: list(TASKS))
     protocol: str = field(default="sft", metadata=meaning(
         "sft: the training prompts and answer format; paper: zero-shot JSON; rank: log-lik"))
-    data: DataConfig = field(default_factory=lambda: DataConfig(split="none"), metadata=meaning(
-        "split none: all is test"))
+    data: EvalData = field(default_factory=EvalData)
+    allow_training_data: bool = field(default=False, metadata=meaning(
+        "score a trained model on samples its run trained or validated on (results then say 'includes "
+        "training data')"))
     seed: int = field(default=0, metadata=meaning(
         "the backend's sampling seed (the split seed is data.split_seed)", low=0))
     limit: Optional[int] = field(default=None, metadata=meaning(
@@ -79,7 +94,7 @@ class EvalConfig(ApiOptions, EngineOptions):
 # Keys that change how fast a run goes, not what it computes: left out of the run hash.
 RUNTIME_KEYS = ("output_dir", "overwrite", "batch_size", "chunk", "progress", "concurrency", "max_retries",
                 "timeout", "token_param", "gpu_memory_utilization", "include_base", "adapter", "data_parallel",
-                "allow_empty_answers")
+                "allow_empty_answers", "allow_training_data")
 
 
 def _repeated(argv: list[str], keys: tuple[str, ...]) -> list[str]:
@@ -97,9 +112,10 @@ def _repeated(argv: list[str], keys: tuple[str, ...]) -> list[str]:
 
 
 def load_config(overrides: Sequence[str]) -> EvalConfig:
-    """Defaults <- ``recipe=NAME`` (an eval block, configs/eval/NAME.yaml, or your own YAML) <- what ``run=``
-    inherits <- the ``key=value`` overrides; validated. ``judge=none`` and ``bertscore=none`` switch a section off
-    (on the command line or in YAML); ``data=NAME`` merges a data block, ``data=PATH`` is ``data.source=PATH``."""
+    """Defaults <- ``recipe=NAME`` (an eval block, configs/eval/NAME.yaml, or your own YAML) <- what the training
+    runs fix (``run=``: data, tasks, model, adapter; a trained adapter or merged model: its split) <- the
+    ``key=value`` overrides; validated. ``judge=none`` and ``bertscore=none`` switch a section off (on the
+    command line or in YAML); ``data=NAME`` merges a data block, ``data=PATH`` is ``data.source=PATH``."""
     overrides = _repeated(list(overrides), ("run", "adapter"))
     cli = dotlist(overrides, "eval")
     layers: list[dict] = []
@@ -107,50 +123,83 @@ def load_config(overrides: Sequence[str]) -> EvalConfig:
     overrides = [a for a in overrides if a.split("=", 1)[0] != "recipe"]
     if recipe:
         layers.append(read_yaml(find_yaml(str(recipe), "configs/eval", "eval recipe")))
-    runs = as_list(cli.get("run")) or as_list(next((layer.get("run") for layer in layers if layer.get("run")), None))
+    given = _given(layers, cli)
+    runs = as_list(given.get("run"))
     if runs:
-        layers.append(inherited(runs, cli))
+        layers.append(inherited(runs, given))
+    else:
+        trained = adapter_runs(as_list(given.get("adapter")), str(given.get("backend", "hf")))
+        trained += [r for r in [run_of_model(given.get("model"))] if r is not None]
+        if trained:
+            layers.append(split_of(trained, given))
     cfg: EvalConfig = compose(EvalConfig, overrides, "eval", base=layers, groups={"data": "configs/data"},
                               shorthand={"data": "data.source"}, off=SWITCHES)
     validate(cfg)
     return cfg
 
 
-def inherited(runs: list[str], cli: dict) -> dict:
-    """What ``run=`` folders fix: their data configuration (with the run's manifest), model and adapter.
-    Explicit ``data.*`` overrides that differ from the runs' are kept with a warning naming the key."""
-    datas, models, adapters = [], set(), []
-    for entry in runs:
-        folder = Path(entry).expanduser()
-        if not (folder / "config.yaml").is_file() or not (folder / "provenance.json").is_file():
-            raise ConfigError(f"run={entry}: not a training run folder (config.yaml and provenance.json expected)")
-        saved = read_yaml(folder / "config.yaml")
-        provenance = read_json(folder / "provenance.json", {}, "a training run's provenance")
-        data = from_mapping(saved.get("data", {}))
-        manifest = provenance.get("split_manifest")
-        if manifest:
-            data.manifest = str((folder / manifest).resolve())
-        datas.append(data)
-        if provenance.get("kind") == "classifier":  # no generative model to load: give model= for an LLM
-            continue
-        models.add(provenance.get("base_model"))
-        adapters.append(str(folder.resolve()))
-    first = asdict(datas[0])
-    for other, entry in zip(datas[1:], runs[1:]):
-        differ = [k for k, v in asdict(other).items() if first[k] != v and k != "manifest"]
+def _given(layers: Sequence[dict], cli: dict) -> dict:
+    """What the recipe and the command line set themselves (``data=PATH`` read as ``data.source``)."""
+    given: dict[str, Any] = {}
+    for layer in [*layers, cli]:
+        for key, value in layer.items():
+            if key == "data":
+                value = {"source": value} if isinstance(value, str) else dict(value or {})
+                given["data"] = {**given.get("data", {}), **value}
+            else:
+                given[key] = value
+    return given
+
+
+def _same(runs: Sequence[TrainingRun], entries: Sequence[str], keys: Sequence[str]) -> dict:
+    """The runs' common values of the data ``keys``; runs that differ in one are refused together."""
+    first = asdict(runs[0].data)
+    for run, entry in zip(runs[1:], entries[1:]):
+        other = asdict(run.data)
+        differ = [k for k in keys if first[k] != other[k]]
         if differ:
-            raise ConfigError(f"run={entry} was trained with data.{differ[0]}={asdict(other)[differ[0]]!r}, "
-                              f"run={runs[0]} with {first[differ[0]]!r}: evaluate them separately")
-    for key, value in (cli.get("data") or {}).items():
-        if key in first and first[key] != value:
-            warnings.warn(f"data.{key}={value!r} overrides the run's data.{key}={first[key]!r}: the evaluation "
+            raise ConfigError(f"{entry} was trained with data.{differ[0]}={other[differ[0]]!r}, {entries[0]} with "
+                              f"{first[differ[0]]!r}: evaluate them separately")
+    return {k: first[k] for k in keys}
+
+
+def _fold(runs: Sequence[TrainingRun]) -> dict:
+    """One test fold and manifest when every run shares them; else none: each is evaluated on its own."""
+    if len({(r.data.test_fold, r.manifest.hash) for r in runs}) == 1:
+        return {"test_fold": runs[0].data.test_fold, "manifest": runs[0].data.manifest}
+    return {"test_fold": None, "manifest": None}
+
+
+def inherited(runs: list[str], given: dict) -> dict:
+    """What ``run=`` folders fix: their data configuration (with the run's manifest), their tasks, the model
+    and the adapter. Explicit ``data.*`` settings that differ from the runs' are kept with a warning naming
+    the key; explicit ``tasks=`` replace the runs' tasks."""
+    trained = [read_run(entry) for entry in runs]
+    keys = [f.name for f in dataclasses.fields(DataConfig) if f.name not in ("test_fold", "manifest")]
+    data = {**_same(trained, [f"run={r}" for r in runs], keys), **_fold(trained)}
+    for key, value in given.get("data", {}).items():
+        if key in data and data[key] != value:
+            warnings.warn(f"data.{key}={value!r} overrides the run's data.{key}={data[key]!r}: the evaluation "
                           "prompts or instances differ from the run's", UserWarning, stacklevel=3)
-    layer: dict[str, Any] = {"data": first, "run": runs}
-    if adapters:
+    layer: dict[str, Any] = {"data": data, "run": runs}
+    trained_tasks = {task for run in trained for task in run.tasks}
+    if "tasks" not in given and trained_tasks:
+        layer["tasks"] = [task for task in TASKS if task in trained_tasks]
+    models = {run.provenance.get("base_model") for run in trained if not run.is_classifier}
+    adapters = [str(run.folder) for run in trained if not run.is_classifier]
+    if adapters:  # a classifier run has no generative model to load: give model= for an LLM
         layer["adapter"] = adapters
         if len(models) == 1 and None not in models:
             layer["model"] = models.pop()
     return layer
+
+
+def split_of(trained: list[TrainingRun], given: dict) -> dict:
+    """The split a trained adapter or merged model is evaluated on by default: its run's (each run's own test
+    fold), for the keys the recipe and the command line leave unset."""
+    data = {k: v for k, v in _same(trained, [r.name for r in trained], SPLIT_KEYS).items()
+            if k not in given.get("data", {})}
+    return {"data": data}
 
 
 def validate(cfg: EvalConfig) -> None:

@@ -19,6 +19,7 @@ from ..io import read_json
 from ..provenance import unfinished_training_run
 from ..settings import as_list
 from .config import EvalConfig
+from .trained import TrainingRun, run_of_adapter, run_of_model, served_adapter
 
 
 @dataclass
@@ -29,7 +30,14 @@ class ModelSpec:
     adapters: dict[str, str]
     tokenizer: str | None
     provenance: dict[str, dict[str, Any]]  # adapter name -> its training provenance.json, when found
-    run_dirs: dict[str, str] = field(default_factory=dict)  # adapter name -> its training run folder
+    runs: dict[str, TrainingRun] = field(default_factory=dict)  # adapter name -> the run that trained it
+    base_run: TrainingRun | None = None  # the run a merged model came from
+
+
+def model_name(model: str) -> str:
+    """A model's short name: a local folder's name, a hub id with ``--`` for ``/``, ``tiny`` for the tiny model."""
+    name = Path(model).name if Path(model).exists() else model.replace("/", "--")
+    return "tiny" if name.startswith("tiny-") else name  # the tiny model's cache folder is named by its build
 
 
 def find_adapter(folder: Path) -> tuple[Path, dict[str, Any]]:
@@ -62,24 +70,32 @@ def _base_of(adapter_dir: Path, provenance: dict[str, Any]) -> str | None:
 def resolve_model(cfg: EvalConfig) -> ModelSpec:
     adapters: dict[str, str] = {}
     provenance: dict[str, dict[str, Any]] = {}
-    run_dirs: dict[str, str] = {}
+    runs: dict[str, TrainingRun] = {}
     bases = []
+    base_run = run_of_model(cfg.model)
     if cfg.backend == "openai":  # adapters are served models, addressed by name (vllm serve --lora-modules)
         if not cfg.model:
             raise ValueError("backend=openai needs model=<the served model's name>")
-        return ModelSpec(cfg.model, {a: a for a in as_list(cfg.adapter)}, None, {})
+        for entry in as_list(cfg.adapter):
+            name, run = served_adapter(entry)
+            adapters[name] = name
+            if run is not None:
+                runs[name], provenance[name] = run, run.provenance
+        return ModelSpec(cfg.model, adapters, None, provenance, runs, base_run)
     for entry in as_list(cfg.adapter):
         folder = Path(entry).expanduser()
         adapter_dir, prov = find_adapter(folder)
-        name = folder.resolve().name
+        run = run_of_adapter(entry)
+        prov = prov or (run.provenance if run else {})
+        name = (run.folder if run else folder.resolve()).name
         if prov.get("recipe") and prov["recipe"] not in name:  # runs/<recipe>/<model>/fold<k>: name it by recipe
             name = f"{prov['recipe']}-{name}"
         while name in adapters:
             name += "_"
         adapters[name] = str(adapter_dir.resolve())
         provenance[name] = prov
-        if prov:
-            run_dirs[name] = str(folder.resolve())
+        if run is not None:
+            runs[name] = run
         bases.append(_base_of(adapter_dir, prov))
     model = cfg.model or next((b for b in bases if b), None)
     if not model:
@@ -88,7 +104,7 @@ def resolve_model(cfg: EvalConfig) -> ModelSpec:
     tokenizer = cfg.tokenizer
     if tokenizer is None and cfg.backend != "openai":
         tokenizer = next((p for p in adapters.values() if (Path(p) / "tokenizer_config.json").exists()), None)
-    return ModelSpec(model, adapters, tokenizer, provenance, run_dirs)
+    return ModelSpec(model, adapters, tokenizer, provenance, runs, base_run)
 
 
 def backend_spec(cfg: EvalConfig, spec: ModelSpec) -> BackendSpec:

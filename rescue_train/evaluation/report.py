@@ -14,10 +14,13 @@
   the instances both scored, per task, scenario and metric, Holm-corrected over the cells of one comparison
   (``comparisons.json``, a Δ table, a forest plot per task);
 * a power section: the smallest difference each metric can detect at 80% power and alpha 0.05;
-* plots (``--out``): per-class recall and confusion matrices per scenario for the tasks with a fixed label
-  set (ITP, RPP, SSP).
+* our rows say which model (the base model, and the adapter), protocol, split (test fold, limit, whether it
+  includes training data) and how many instances they rest on, beside the paper's whole-benchmark rows;
+* plots (``--out``): one figure comparing every model per column with its 95% interval (``models.png``),
+  per-class recall and confusion matrices per scenario for the tasks with a fixed label set (ITP, RPP, SSP).
 
-RESULTS are results.json files or run folders holding one.
+RESULTS are results.json files or folders holding them at any depth (``NAME=PATH`` names their rows); a folder
+holding an unfinished evaluation is skipped with a note.
 """
 
 from __future__ import annotations
@@ -27,12 +30,14 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .. import paper
+from ..provenance import describe_split
 from ..data import taxonomy
 from ..io import check_record, read_json, write_json_atomic
 from ..scoring.metric_uncertainty import paired_differences, result_uncertainty
 from ..scoring.metrics import NO_ANSWER, RECORD_FIELDS, SCOPES, table5_row, task_labels, top1
 from ..scoring.uncertainty import BOOTSTRAP_DRAWS, BOOTSTRAP_SEED, FEW_CLUSTERS, holm, minimal_detectable_difference
 from ..tasks import TASKS, ReportColumn, report_columns
+from .models import model_name
 
 ALPHA, POWER = 0.05, 0.8
 # What the tables read from an evaluation's results.json (its records, when it has them, are checked too).
@@ -58,20 +63,83 @@ def load_results(path: str | Path, record_fields: dict[str, Any] = RECORD_FIELDS
     return results
 
 
-def name_of(results: dict[str, Any]) -> str:
+@dataclass
+class Found:
+    results: list[dict[str, Any]]
+    paths: list[str]  # the folder (or file) each result was read from
+    notes: list[str]  # what was skipped, and why
+
+
+def find_results(inputs: Sequence[str]) -> Found:
+    """Every evaluation result under ``inputs``: results.json files, or folders holding them at any depth
+    (``runs/eval/*`` on the default layout ``runs/eval/<model>/<protocol>/``). ``NAME=PATH`` names the rows of
+    PATH (``NAME/<subfolder>`` when it holds several). A folder with an unfinished evaluation (``run.json``
+    without ``results.json``) and, below a named folder, other results files are skipped with a note."""
+    found = Found([], [], [])
+    for given in inputs:
+        name, sep, target = given.partition("=")
+        if not sep or not Path(target).expanduser().exists():
+            name, target = "", given
+        root = Path(target).expanduser()
+        if not root.exists():
+            raise FileNotFoundError(f"{given}: no such file or folder")
+        files = [root] if root.is_file() else [root / "results.json"] if (root / "results.json").is_file() \
+            else sorted(root.rglob("results.json"))
+        if root.is_dir():
+            found.notes += [f"skipped {run.parent}: an unfinished evaluation (no results.json; rerun its eval command "
+                            "to finish it)" for run in sorted(root.rglob("run.json"))
+                            if not (run.parent / "results.json").exists()]
+        kept = []
+        for file in files:
+            try:
+                kept.append((file, load_results(file)))
+            except ValueError as exc:
+                if file == root or file.parent == root:
+                    raise
+                found.notes.append(f"skipped {exc}")
+        if not kept:
+            found.notes.append(f"{given}: no evaluation results in it")
+        for file, results in kept:
+            if name:
+                below = file.parent.relative_to(root) if root.is_dir() else Path(".")
+                results["report_name"] = name if len(kept) == 1 or below == Path(".") else f"{name}/{below}"
+            found.results.append(results)
+            found.paths.append(str(file.parent if file.name == "results.json" else file))
+    if not found.results:
+        raise FileNotFoundError("no evaluation results in " + ", ".join(inputs) +
+                                "".join(f"\n  {note}" for note in found.notes))
+    return found
+
+
+def _plain_name(results: dict[str, Any]) -> str:
+    """The model (the base model, and the adapter) and the protocol."""
     if "report_name" in results:
         return results["report_name"]
-    cfg = results.get("config", {})
-    name = f"{results.get('label', '?')} [{cfg.get('protocol', '?')}]"
+    cfg, model = results.get("config", {}), results.get("model") or {}
+    label = str(results.get("label", "?"))
+    base = model.get("name") or (model_name(model["base"]) if model.get("base") else None)
+    if model.get("adapter") and base and base not in label:
+        label = f"{base} + {label}"
+    name = f"{label} [{cfg.get('protocol', '?')}]"
     if cfg.get("judge", {}).get("vp_scale") == "ref0to6":
         name += " (VP judge 0-6)"
     return name
 
 
+def name_of(results: dict[str, Any]) -> str:
+    """A result's row name; a result scored on its model's own training data says so."""
+    return _plain_name(results) + (" (includes training data)" if results.get("includes_training_data") else "")
+
+
+def instances_in(results: dict[str, Any], scope: str, tasks: Sequence[str] | None = None) -> int:
+    return sum(scopes.get(scope, {}).get("n", 0) for task, scopes in results["aggregates"].items()
+               if tasks is None or task in tasks)
+
+
 def tell_apart(results: Sequence[dict[str, Any]]) -> None:
     """Results that would share a name in the tables (one model and protocol, other settings) are named
     after their folders too (``report_name``), so that rows, comparisons and plot files stay apart."""
-    names = [name_of(r) for r in results]
+    names = [_plain_name(r) for r in results]
     for r, name in zip(results, names):
         if names.count(name) > 1 and "report_name" not in r:
             r["report_name"] = f"{name} ({Path(r.get('output_dir') or '?').name})"
@@ -112,16 +180,40 @@ def cell(column: str, value: float | None, error: dict | None = None) -> str:
     return text
 
 
+def task_cells(results: dict[str, Any], task: str, scope: str = "both") -> list[str]:
+    """``header value ± half-width`` of each of the task's table columns, as the report's cells read."""
+    errors = _row_errors(results, scope)
+    return [f"{c.header} {cell(c.key, results['table5'].get(scope, {}).get(c.key), errors.get(c.key))}"
+            for c in TASKS[task].report_columns if results["table5"].get(scope, {}).get(c.key) is not None]
+
+
 Row = tuple[str, dict[str, float | None], dict[str, dict | None]]
+About = dict[str, tuple[str, str]]  # row name -> (n, split)
 
 
-def _table(rows: Sequence[Row], columns: Sequence[str] = paper.TABLE5_COLUMNS) -> str:
+def _table(rows: Sequence[Row], columns: Sequence[str] = paper.TABLE5_COLUMNS, about: About | None = None) -> str:
+    """A markdown table: a row per model, a column per metric; ``about`` adds each row's n and split."""
     known = report_columns()
-    lines = ["| Model | " + " | ".join(known[c].header for c in columns) + " |",
-             "|---|" + "---:|" * len(columns)]
-    lines += ["| " + name + " | " + " | ".join(cell(c, values.get(c), errors.get(c)) for c in columns) + " |"
-              for name, values, errors in rows]
+    extra = ["n", "Split"] if about is not None else []
+    lines = ["| Model | " + " | ".join([known[c].header for c in columns] + extra) + " |",
+             "|---|" + "---:|" * len(columns) + "---:|---|" * bool(extra)]
+    for name, values, errors in rows:
+        cells = [cell(c, values.get(c), errors.get(c)) for c in columns]
+        lines.append("| " + " | ".join([name, *cells, *(about or {}).get(name, ("–", "–"))[:len(extra)]]) + " |")
     return "\n".join(lines + _why_no_interval(rows, columns))
+
+
+def _paper_n(scope: str) -> str:
+    """The instances of the paper's six tasks in a scope (Table 6)."""
+    scenarios = ("couple", "family") if scope == "both" else (scope,)
+    return f"{sum(paper.TABLE6[t][f'{s}_instances'] for t in paper.TASKS for s in scenarios):,}"
+
+
+def _about(results: Sequence[dict[str, Any]], scope: str, with_paper: bool, tasks: Sequence[str] = paper.TASKS,
+           paper_rows: Sequence[str] = ()) -> About:
+    about = {f"{m} (paper)": (_paper_n(scope), "whole benchmark") for m in paper_rows} if with_paper else {}
+    about.update({name_of(r): (str(instances_in(r, scope, tasks)), describe_split(r)) for r in results})
+    return about
 
 
 def _why_no_interval(rows: Sequence[Row], columns: Sequence[str]) -> list[str]:
@@ -149,7 +241,7 @@ def _paper_rows(table: dict[str, dict[str, float | None]], names: Sequence[str])
 def table5(results: Sequence[dict[str, Any]], with_paper: bool = True) -> str:
     rows = _paper_rows(paper.TABLE5, paper.TABLE5_MODELS) if with_paper else []
     rows += [(name_of(r), r["table5"]["both"], _row_errors(r, "both")) for r in results]
-    return _table(rows)
+    return _table(rows, about=_about(results, "both", with_paper, paper_rows=paper.TABLE5_MODELS))
 
 
 def table11(results: Sequence[dict[str, Any]], with_paper: bool = True) -> str:
@@ -157,7 +249,8 @@ def table11(results: Sequence[dict[str, Any]], with_paper: bool = True) -> str:
     for scope in paper.TABLE11_SCENARIOS:
         rows = [(f"{m} (paper)", paper.TABLE11[m][scope], {}) for m in paper.TABLE11] if with_paper else []
         rows += [(name_of(r), r["table5"][scope], _row_errors(r, scope)) for r in results]
-        parts.append(f"#### {scope.capitalize()}\n\n{_table(rows)}")
+        parts.append(f"#### {scope.capitalize()}\n\n"
+                     f"{_table(rows, about=_about(results, scope, with_paper, paper_rows=list(paper.TABLE11)))}")
     return "\n\n".join(parts)
 
 
@@ -182,7 +275,8 @@ def further_tasks(results: Sequence[dict[str, Any]]) -> str:
                     rows.append((f"real therapists (same judge as {name_of(r)})", human,
                                  _row_errors(r, scope, "human.")))
             if rows:
-                parts.append(f"#### {task.name.upper()}, {scope}\n\n{_table(rows, columns)}")
+                about = _about(results, scope, False, tasks=[task.name])
+                parts.append(f"#### {task.name.upper()}, {scope}\n\n{_table(rows, columns, about)}")
     return "\n\n".join(parts)
 
 
@@ -207,13 +301,14 @@ def compared_metrics(task: str) -> list[str]:
 
 
 def reference_index(results: Sequence[dict[str, Any]], paths: Sequence[str], against: str | None) -> int:
-    """Which result the others are compared with: the first, or the one ``against`` names (its path as given,
-    its label or its name in the tables)."""
+    """Which result the others are compared with: the first, or the one ``against`` names (its folder or
+    results.json, its label or its name in the tables)."""
     if against is None:
         return 0
     tell_apart(results)
+    named = Path(against).expanduser().resolve()
     matches = [i for i, (r, p) in enumerate(zip(results, paths))
-               if against in (p, str(Path(p)), r.get("label"), name_of(r))]
+               if against in (r.get("label"), name_of(r)) or named in (Path(p).resolve(), Path(p, "results.json").resolve())]
     if len(matches) != 1:
         shown = ", ".join(f"{name_of(r)} ({p})" for r, p in zip(results, paths))
         raise ValueError(f"--against {against!r} names {'no' if not matches else 'more than one'} result; "
@@ -344,7 +439,10 @@ def power_table(rows: Sequence[dict[str, Any]]) -> str:
 def render(results: Sequence[dict[str, Any]], with_paper: bool = True, comparisons: Sequence[dict] | None = None,
            power: Sequence[dict] | None = None) -> str:
     notes = ("ITP/RPP/STP/SSP in percent; ER LLM = S_ER = (S_emo + S_int)/2 and VP LLM = judge score, both 1-5; "
-             "BERT = BERTScore F1. Our rows are micro averages; '–' = not computed (e.g. no judge).")
+             "BERT = BERTScore F1. Our rows are micro averages; '–' = not computed (e.g. no judge). n = the instances "
+             "a row rests on, over the table's tasks (the paper's rows: its Table 6 counts of the whole benchmark); "
+             "Split = which of them: the test fold(s) of a split, or the whole benchmark, any limit per task, and "
+             "whether a trained model is scored on its own training data.")
     errors = (f"Our cells: value ± half-width of the 95% interval, the couple or family (the split unit) as the "
               f"cluster: for a mean over instances the cluster-robust CR1 standard error with t on G-1 degrees of "
               f"freedom, otherwise (ITP P/R/F1, RSG distinct-n) a percentile bootstrap of units within scenario "
@@ -398,14 +496,54 @@ def build(results: Sequence[dict[str, Any]], reference: int = 0, with_paper: boo
 
 def write(report: Report, results: Sequence[dict[str, Any]], out: Path, plots: bool = True) -> list[Path]:
     """``out/report.md``, ``comparisons.json`` and ``power.json`` where there are any, and the plots
-    (returned)."""
+    (returned): the models side by side first, then each model's own."""
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.md").write_text(report.text)
     if len(results) > 1:
         write_json_atomic(out / "comparisons.json", report.comparisons)
     if report.power is not None:
         write_json_atomic(out / "power.json", report.power)
-    return [p for r in results for p in plot(r, out)] + forest_plots(report.comparisons, out) if plots else []
+    if not plots:
+        return []
+    return [*models_plot(results, out), *[p for r in results for p in plot(r, out)],
+            *forest_plots(report.comparisons, out)]
+
+
+def models_plot(results: Sequence[dict[str, Any]], out: Path, scope: str = "both") -> list[Path]:
+    """``models.png``: a panel per table column that any result fills, each model's value with its 95% interval
+    (the tables' cells as a figure), couple and family pooled."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    known = report_columns()
+    columns = [c for c in known if any(r["table5"].get(scope, {}).get(c) is not None for r in results)]
+    if not columns:
+        return []
+    names = [name_of(r) for r in results]
+    width = min(4, len(columns))
+    rows = -(-len(columns) // width)
+    fig, axes = plt.subplots(rows, width, figsize=(3.4 * width, 0.28 * len(results) * rows + 1.4 * rows),
+                             squeeze=False)
+    for ax, column in zip(axes.flat, columns):
+        spec = known[column]
+        for y, r in enumerate(results):
+            value = r["table5"].get(scope, {}).get(column)
+            if value is None:
+                continue
+            error = _row_errors(r, scope).get(column) or {}
+            if error.get("ci"):
+                ax.plot([x * spec.scale for x in error["ci"]], [y, y], color="tab:blue", linewidth=1.5)
+            ax.plot([value], [y], "o", color="tab:blue", markersize=4)
+        ax.set_yticks(range(len(results)), names if ax in axes[:, 0] else [""] * len(results), fontsize=7)
+        ax.set_ylim(len(results) - 0.5, -0.5)
+        ax.set_title(spec.header, fontsize=9)
+        ax.tick_params(axis="x", labelsize=7)
+    for ax in list(axes.flat)[len(columns):]:
+        ax.axis("off")
+    fig.suptitle(f"Every model per column, {scope}: value and 95% interval (tables' units)", fontsize=9)
+    return [_save(fig, out / "models.png")]
 
 
 def forest_plots(cells: Sequence[dict[str, Any]], out: Path) -> list[Path]:

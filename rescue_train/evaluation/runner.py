@@ -17,13 +17,13 @@ A killed run resumes from the two jsonl files without recomputing finished insta
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
-import hashlib
 import warnings
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 from ..data import load_benchmark
 from ..data.splits import SplitManifest, assign_units, check_leakage, make_manifest
@@ -31,14 +31,15 @@ from ..executor import executor_info
 from ..inference import make_backend
 from ..inference.factory import check_model
 from ..io import append_jsonl, output_folder, own_folder, read_json, read_jsonl, write_json_atomic
-from ..provenance import config_hash, git_commit, versions
+from ..provenance import config_hash, git_commit, versions, weights_digest
 from ..scoring.judge import judge_budget, judge_retries, make_judge_backend, needs_judging
 from ..scoring.metric_uncertainty import result_uncertainty
 from ..scoring.metrics import RECORD_FIELDS, aggregate, table5_row, task_labels
 from ..settings import flatten
 from ..tasks import TASKS, Instance, build
 from .config import RUNTIME_KEYS, EvalConfig, budget_override, to_dict
-from .models import ModelSpec, backend_spec, problems_before_work, resolve_model
+from .models import ModelSpec, backend_spec, model_name, problems_before_work, resolve_model
+from .trained import SPLIT_KEYS, TrainingRun
 from .protocols import predict
 from .usage import print_estimate, usage_totals
 
@@ -62,84 +63,154 @@ class EvalData:
     fingerprint: str
     notes: list[str]
     split: dict[str, Any]
+    config: dict[str, Any]  # the data configuration the instances were selected under
 
 
-def load_instances(cfg: EvalConfig) -> EvalData:
-    """The test instances of every requested task (the whole benchmark, or the test fold of a manifest)."""
-    data = cfg.data
-    bench = load_benchmark(data.source)
-    if data.split == "none":
-        manifest = make_manifest(bench.samples, "none")
-        keep = None
-    else:
+class Benchmark:
+    """The benchmark and every instance of the requested tasks, loaded and built once per evaluation; each
+    model evaluated takes its own test units from it (``select``)."""
+
+    def __init__(self, cfg: EvalConfig):
+        self.cfg = cfg
+        self.bench = load_benchmark(cfg.data.source)
+        units = assign_units(self.bench.samples)
+        self.built = {task: build(task, self.bench.samples, cfg.data.build_options(), units).instances
+                      for task in cfg.tasks}
+
+    def manifest(self, data) -> SplitManifest:
+        if data.split == "none":
+            return make_manifest(self.bench.samples, "none")
         path = Path(data.manifest) if data.manifest else None
         if path is not None and path.exists():
             manifest = SplitManifest.load(path)
-            check_leakage(bench.samples, manifest)
+            check_leakage(self.bench.samples, manifest)
+            return manifest
+        manifest = make_manifest(self.bench.samples, data.split, data.folds, data.split_seed)
+        if path is not None:
+            manifest.save(path)
+        return manifest
+
+    def select(self, data, folds: Sequence[int] | None = None) -> EvalData:
+        """The test instances under ``data``'s split: the whole benchmark (split none), the test split of a
+        holdout, or the union of the test ``folds`` (default: ``data.test_fold``, else fold 0)."""
+        manifest = self.manifest(data)
+        keep = None
+        if manifest.scheme == "kfold":
+            folds = list(folds) if folds else [0 if data.test_fold is None else data.test_fold]
+            keep = {unit for fold in folds for unit, role in manifest.roles(fold).items() if role == "test"}
+        elif manifest.scheme != "none":
+            folds, keep = None, {unit for unit, role in manifest.roles().items() if role == "test"}
         else:
-            manifest = make_manifest(bench.samples, data.split, data.folds, data.split_seed)
-            if path is not None:
-                manifest.save(path)
-        roles = manifest.roles(data.test_fold)
-        keep = {unit for unit, role in roles.items() if role == "test"}
-    units = assign_units(bench.samples)
-    instances = {}
-    for task in cfg.tasks:
-        chosen = [i for i in build(task, bench.samples, data.build_options(), units).instances
-                  if keep is None or i.unit in keep]
-        instances[task] = chosen[:cfg.limit] if cfg.limit else chosen
-    split = {"scheme": manifest.scheme, "manifest_hash": manifest.hash, "seed": manifest.seed, "k": manifest.k,
-             "test_fold": data.test_fold if manifest.scheme == "kfold" else None, "manifest_notes": manifest.notes}
-    return EvalData(instances, bench.source, bench.fingerprint, bench.notes, split)
+            folds = None
+        limit = self.cfg.limit
+        instances = {task: [i for i in built if keep is None or i.unit in keep][:limit]
+                     for task, built in self.built.items()}
+        split = {"scheme": manifest.scheme, "manifest_hash": manifest.hash, "seed": manifest.seed, "k": manifest.k,
+                 "test_fold": folds[0] if folds and len(folds) == 1 else None, "test_folds": folds,
+                 "manifest_notes": manifest.notes}
+        return EvalData(instances, self.bench.source, self.bench.fingerprint, self.bench.notes, split,
+                        dataclasses.asdict(data))
 
 
-def file_digest(folder: str) -> str:
-    """Content hash of an adapter's weights, so retraining into the same folder is a different run."""
-    digest = hashlib.sha256()
-    for path in sorted(Path(folder).glob("adapter_model*")):
-        with path.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()[:16]
+def load_instances(cfg: EvalConfig, spec: ModelSpec | None = None) -> EvalData:
+    """The test instances of every requested task: the whole benchmark, or the test fold of a manifest (a
+    trained model's own; with a base model beside adapters, the adapter's)."""
+    chosen = variants(cfg, spec or resolve_model(cfg))[-1]
+    return Benchmark(cfg).select(chosen.cfg.data, chosen.folds)
 
 
 # ---------------------------------------------------------------- one run folder
 
 @dataclass
 class Variant:
-    """One model to evaluate: the base (adapter None) or one loaded adapter."""
+    """One model to evaluate: the base (adapter None) or one loaded adapter, with the run that trained it and
+    the settings it is evaluated under (its own test fold)."""
 
     name: str
     adapter: str | None
     output: Path
     provenance: dict[str, Any] = field(default_factory=dict)
+    run: TrainingRun | None = None
+    cfg: EvalConfig | None = None
+    folds: list[int] | None = None  # the test folds asked (several for a base beside adapters of several folds)
+    training_data: dict[str, Any] | None = None  # what of its own training data it is scored on (allowed)
 
 
 def default_output(cfg: EvalConfig, spec: ModelSpec) -> Path:
     """runs/eval/<model>[+<adapter>...]/<protocol>: a second model or adapter does not land in the same folder."""
-    model = Path(spec.model).name if Path(spec.model).exists() else spec.model.replace("/", "--")
-    if model.startswith("tiny-"):  # the tiny model lives in a cache folder named by its build hash
-        model = "tiny"
-    return Path("runs/eval", "+".join([model, *spec.adapters]), cfg.protocol)
+    return Path("runs/eval", "+".join([model_name(spec.model), *spec.adapters]), cfg.protocol)
 
 
 def variants(cfg: EvalConfig, spec: ModelSpec) -> list[Variant]:
     out = Path(cfg.output_dir) if cfg.output_dir else default_output(cfg, spec)
     names = list(spec.adapters)
     chosen = ([None] if (cfg.include_base or not names) else []) + names
-    if len(chosen) == 1:
-        name = chosen[0]
-        return [Variant(name or "base", name, out, spec.provenance.get(name or "", {}))]
-    return [Variant(name or "base", name, out / (name or "base"), spec.provenance.get(name or "", {}))
-            for name in chosen]
+    found = [Variant(name or "base", name, out if len(chosen) == 1 else out / (name or "base"),
+                     spec.provenance.get(name or "", {}) if name else getattr(spec.base_run, "provenance", {}),
+                     spec.runs.get(name) if name else spec.base_run)
+             for name in chosen]
+    for variant in found:
+        variant.cfg = own_split(cfg, variant.run)
+    trained = [v for v in found if v.run is not None and v.cfg.data.split == "kfold"]
+    for variant in found:
+        if variant.run is None and variant.cfg.data.split == "kfold" and variant.cfg.data.test_fold is None:
+            variant.folds = shared_folds(trained)  # beside trained models: the union of their test folds
+            if variant.folds and len(trained) and variant.cfg.data.manifest is None:
+                variant.cfg.data.manifest = trained[0].cfg.data.manifest
+    return found
+
+
+def own_split(cfg: EvalConfig, run: TrainingRun | None) -> EvalConfig:
+    """``cfg`` with a trained model's own test fold and split manifest where the split is its run's and no
+    test fold or manifest is given."""
+    data = cfg.data
+    if run is not None and data.split == run.data.split and all(
+            getattr(data, k) == getattr(run.data, k) for k in SPLIT_KEYS):
+        data = dataclasses.replace(data, test_fold=run.data.test_fold if data.test_fold is None else data.test_fold,
+                                   manifest=data.manifest or run.data.manifest)
+    return dataclasses.replace(cfg, data=dataclasses.replace(data))
+
+
+def shared_folds(trained: Sequence[Variant]) -> list[int] | None:
+    """The test folds of the trained variants, which must share one split manifest."""
+    if not trained:
+        return None
+    hashes = {v.run.manifest.hash for v in trained}
+    if len(hashes) > 1:
+        raise ValueError("the adapters were trained on different split manifests "
+                         f"({', '.join(sorted(hashes))}): evaluate them separately")
+    return sorted({v.cfg.data.test_fold for v in trained if v.cfg.data.test_fold is not None})
+
+
+def check_training_data(cfg: EvalConfig, variant: Variant, data: EvalData) -> dict[str, Any] | None:
+    """Refuse to score a trained model on samples its run trained or validated on, unless
+    ``allow_training_data``; returns what was included (None: nothing)."""
+    if variant.run is None:
+        return None
+    asked = [inst for task in cfg.tasks for inst in data.instances[task]]
+    seen = variant.run.seen(asked)
+    if not seen:
+        return None
+    units = sorted({inst.unit for inst in seen})
+    if not cfg.allow_training_data:
+        raise ValueError(
+            f"{variant.name} was trained on {variant.run.describe()}: {len(seen)} of the {len(asked)} instances asked "
+            f"come from samples it trained or validated on (units {', '.join(units[:3])}"
+            f"{', ...' if len(units) > 3 else ''}). Leave data.split and data.test_fold unset to evaluate it on its "
+            "own test fold, or add allow_training_data=true to score them anyway (its results then say 'includes "
+            "training data')")
+    print(f"warning: {variant.name}: {len(seen)} of the {len(asked)} instances are from samples it trained or "
+          f"validated on (allow_training_data=true): its results say 'includes training data'")
+    return {"instances": len(seen), "of": len(asked), "units": units, "run": str(variant.run.folder)}
 
 
 def prediction_identity(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalData) -> dict[str, Any]:
     config = {k: v for k, v in to_dict(cfg).items() if k not in (*RUNTIME_KEYS, "limit", "judge", "bertscore")}
     adapter_path = spec.adapters.get(variant.adapter) if variant.adapter else None
     return {"config": config, "model": spec.model, "tokenizer": spec.tokenizer, "adapter": adapter_path,
-            "adapter_weights": file_digest(adapter_path) if adapter_path and Path(adapter_path).is_dir() else None,
-            "data_fingerprint": data.fingerprint, "manifest_hash": data.split["manifest_hash"]}
+            "adapter_weights": weights_digest(adapter_path) if adapter_path and Path(adapter_path).is_dir() else None,
+            "data_fingerprint": data.fingerprint, "manifest_hash": data.split["manifest_hash"],
+            "test_folds": data.split["test_folds"]}
 
 
 def scoring_identity(cfg: EvalConfig) -> dict[str, Any]:
@@ -423,6 +494,12 @@ class BertScoreStage:
         self.cfg = cfg.bertscore
         self.metric = None
 
+    def check(self, tasks: Sequence[str]) -> None:
+        from ..scoring.bertscore import check_model
+
+        if tasks:
+            check_model(self.cfg.model, self.cfg.num_layers)
+
     def score(self, part: list[dict], instances: dict, records: list[dict]) -> list[dict]:
         from ..scoring.bertscore import BertScore, texts
 
@@ -461,6 +538,12 @@ class JudgeStage:
         self._backend = backend
         self._judge_cls = Judge
         self.judge = None
+
+    def check(self, tasks: Sequence[str]) -> None:
+        from ..scoring.judge import check_judge
+
+        if tasks and self._backend is None:
+            check_judge(self.cfg)
 
     def score(self, part: list[dict], instances: dict, records: list[dict]) -> list[dict]:
         from ..scoring.judge import JudgeCache
@@ -512,14 +595,19 @@ def scored(tasks: list[str], records: list[dict], judge_on_failure: str) -> dict
 def write_results(cfg, spec, variant, data, backend_info, identity, folder, records) -> dict:
     results = {
         "format": RESULTS_FORMAT,
-        "label": variant.name if variant.adapter else Path(spec.model).name or spec.model,
+        "label": variant.name if variant.adapter else model_name(spec.model),
         "output_dir": str(folder.path),
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "config": to_dict(cfg),
         "prediction_hash": config_hash(identity),
         "scoring_hash": config_hash(scoring_identity(cfg)),
-        "model": {"base": spec.model, "tokenizer": spec.tokenizer, "adapter": identity["adapter"],
-                  "adapter_weights": identity["adapter_weights"], "training_provenance": variant.provenance},
+        "model": {"base": spec.model, "name": model_name(spec.model), "tokenizer": spec.tokenizer,
+                  "adapter": identity["adapter"], "adapter_weights": identity["adapter_weights"],
+                  "training_run": str(variant.run.folder) if variant.run else None,
+                  "training_provenance": variant.provenance},
+        # Scored on samples its training run trained or validated on (allow_training_data=true): which, how many.
+        "includes_training_data": variant.training_data is not None,
+        "training_data": variant.training_data,
         "backend": backend_info,
         "versions": versions(),
         "git_commit": git_commit(),
@@ -550,38 +638,57 @@ def check_empty_answers(cfg: EvalConfig, variant: Variant, records: list[dict]) 
 
 
 def run(cfg: EvalConfig, *, backend=None, judge_backend=None) -> list[dict]:
-    """Evaluate every variant (base and/or adapters) of ``cfg``; returns the results documents.
-    ``backend``/``judge_backend`` replace the configured ones (tests, or reuse of a started engine)."""
+    """Evaluate every variant (base and/or adapters) of ``cfg``, each on its own test instances; returns the
+    results documents. ``backend``/``judge_backend`` replace the configured ones (tests, or reuse of a started
+    engine). Every component the run needs is checked before the first prediction, and before anything is
+    written (a typo leaves no run folder)."""
     found = problems_before_work(cfg, model=backend is None, judge=judge_backend is None)
     if found:
         raise ValueError("; ".join(found))
     spec = resolve_model(cfg)
-    if backend is None and cfg.backend != "openai":  # before anything is written: a typo leaves no run folder
+    if backend is None and cfg.backend != "openai":
         check_model(spec.model, "model")
     if judge_backend is None and cfg.judge.backend in ("hf", "vllm"):
         check_model(cfg.judge.model, "judge.model")
-    if cfg.data.split == "none" and spec.run_dirs and not cfg.run:
-        print("warning: data.split=none evaluates on the whole benchmark, including what the adapter was trained "
-              "on; run=RUN_DIR evaluates on the run's held-out test fold with its prompts")
-    data = load_instances(cfg)
-    chosen = variants(cfg, spec)
+    benchmark = Benchmark(cfg)
+    planned = []
+    for variant in variants(cfg, spec):
+        data = benchmark.select(variant.cfg.data, variant.folds)
+        variant.training_data = check_training_data(variant.cfg, variant, data)
+        planned.append((variant, data))
     with ExitStack() as held:  # one writer per run folder
+        chosen = [variant for variant, _ in planned]
         if len(chosen) > 1:
             own_folder(chosen[0].output.parent, "eval", [f"{v.output.name}/run.json" for v in chosen])
         for variant in chosen:
             held.enter_context(output_folder(variant.output, "eval", RUN_FILES))
-        lazy = LazyBackend(cfg, spec, backend)
-        try:
-            if cfg.data_parallel > 1 and backend is None:
-                predict_sharded(cfg, spec, chosen, data)
-            predicted = [(v, predict_variant(cfg, spec, v, data, lazy)) for v in chosen]
-        finally:
-            lazy.close()  # every prediction is made: free the device before a local judge model or engine starts
-        for variant, done in predicted:
-            check_empty_answers(cfg, variant, [done.records[i.id] for task in cfg.tasks for i in data.instances[task]])
         scorers = make_scorers(cfg, judge_backend)
         try:
-            return [score_variant(cfg, spec, v, data, p, scorers) for v, p in predicted]
+            for scorer in scorers:
+                scorer.check([task for task in cfg.tasks if scorer.applies(task)])
+            lazy = LazyBackend(cfg, spec, backend)
+            try:
+                if cfg.data_parallel > 1 and backend is None:
+                    for same, data in _same_instances(planned):
+                        predict_sharded(same[0].cfg, spec, same, data)
+                predicted = [(v, d, predict_variant(v.cfg, spec, v, d, lazy)) for v, d in planned]
+            finally:
+                lazy.close()  # every prediction is made: free the device before a local judge model or engine starts
+            for variant, data, done in predicted:
+                check_empty_answers(variant.cfg, variant, [done.records[i.id] for task in cfg.tasks
+                                                           for i in data.instances[task]])
+            return [score_variant(v.cfg, spec, v, d, p, scorers) for v, d, p in predicted]
         finally:
             for scorer in scorers:
                 scorer.close()
+
+
+def _same_instances(planned: list[tuple[Variant, EvalData]]) -> list[tuple[list[Variant], EvalData]]:
+    """The variants grouped by what they predict (the same instances under the same settings): one set of
+    data-parallel engines serves each group."""
+    groups: dict[str, tuple[list[Variant], EvalData]] = {}
+    for variant, data in planned:
+        key = config_hash({"config": to_dict(variant.cfg), "ids": [i.id for t in sorted(data.instances)
+                                                                     for i in data.instances[t]]})
+        groups.setdefault(key, ([], data))[0].append(variant)
+    return list(groups.values())

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -88,9 +87,9 @@ def export(cfg, out: Path) -> dict[str, Any]:
                          f"{', '.join(t for t in TASKS if TASKS[t].closed_set)}")
     spec = resolve_model(cfg)
     encoder = ChatEncoder(AutoTokenizer.from_pretrained(spec.tokenizer or spec.model))
-    data = load_instances(cfg)
+    data = load_instances(cfg, spec)
     meta = {"format": "rescue-train/lm-eval-export/v1", "tasks": {},
-            "chat_template_of": cfg.tokenizer or cfg.model or "the run's adapter", "data_config": asdict(cfg.data),
+            "chat_template_of": cfg.tokenizer or cfg.model or "the run's adapter", "data_config": data.config,
             "data": {"source": data.source, "fingerprint": data.fingerprint, "notes": data.notes},
             "split": data.split, "versions": versions()}
     out.mkdir(parents=True, exist_ok=True)

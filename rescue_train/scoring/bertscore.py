@@ -39,23 +39,39 @@ def texts(task: str, gold: Any, prediction: Any) -> tuple[str, str]:
     return TASKS[task].bertscore_texts(gold, prediction)
 
 
+def _unavailable(model: str, exc: Exception) -> ValueError:
+    return ValueError(f"BERTScore model {model!r} could not be loaded ({str(exc).splitlines()[0]}); offline, point "
+                      "bertscore.model at a local folder with bertscore.num_layers, or turn it off with bertscore=none")
+
+
+def check_model(model: str, num_layers: int | None) -> None:
+    """Fail now, not after every prediction, when the BERTScore model cannot be used: a folder or hub name
+    without a layer bert-score knows, or a model whose configuration cannot be found (offline, a typo)."""
+    from bert_score.utils import model2layers
+    from transformers import AutoConfig
+
+    if num_layers is None and model not in model2layers:
+        raise ValueError(f"bertscore.model={model!r} is not a model bert-score knows by name: give "
+                         "bertscore.num_layers too (e.g. 6 for all-MiniLM-L6)")
+    try:
+        AutoConfig.from_pretrained(model)
+    except (OSError, ValueError) as exc:
+        raise _unavailable(model, exc) from None
+
+
 class BertScore:
     def __init__(self, model: str = "distilbert-base-uncased", num_layers: int | None = None, idf: bool = False,
                  rescale: bool = False, batch_size: int = 64, device: str | None = None,
                  idf_sentences: Sequence[str] | None = None):
         import bert_score
-        from bert_score.utils import model2layers
 
-        if num_layers is None and model not in model2layers:
-            raise ValueError(f"bertscore.model={model!r} is not a model bert-score knows by name: give "
-                             "bertscore.num_layers too (e.g. 6 for all-MiniLM-L6)")
+        check_model(model, num_layers)
         try:
             self.scorer = bert_score.BERTScorer(
                 model_type=model, num_layers=num_layers, idf=idf, idf_sents=list(idf_sentences or []) if idf else None,
                 rescale_with_baseline=rescale, lang="en" if rescale else None, batch_size=batch_size, device=device)
         except OSError as exc:
-            raise ValueError(f"BERTScore model {model!r} could not be loaded ({exc}); offline, point bertscore.model "
-                             "at a local folder with bertscore.num_layers, or turn it off with bertscore=none") from None
+            raise _unavailable(model, exc) from None
         self.settings = {"model": model, "num_layers": self.scorer.num_layers, "idf": idf, "rescale": rescale}
 
     def f1(self, candidates: Sequence[str], references: Sequence[str]) -> list[float]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -37,6 +38,7 @@ from ..inference import (
     as_completion,
     make_backend,
 )
+from ..inference.factory import local_model
 from ..inference.options import pick, reasons
 from ..io import append_jsonl, read_jsonl
 from ..settings import meaning
@@ -69,6 +71,24 @@ class JudgeConfig(ApiOptions):
 
 def judge_budget(judge: JudgeConfig) -> int:
     return judge.max_new_tokens or JUDGE_MAX_NEW_TOKENS[reasons(judge, judge.backend)]
+
+
+def check_judge(judge: JudgeConfig) -> None:
+    """Fail now, not after every prediction, when the judge cannot be reached: an API judge without its key in
+    the environment (a local server, ``judge.base_url``, takes any key, as the backend does), a local judge
+    model whose configuration cannot be found."""
+    if judge.backend == "openai":
+        if not judge.base_url and not os.environ.get(judge.api_key_env):
+            raise ValueError(f"judge.backend=openai: set the judge's API key in the environment variable "
+                             f"{judge.api_key_env} (or name another one with judge.api_key_env=...)")
+        return
+    from transformers import AutoConfig
+
+    try:
+        AutoConfig.from_pretrained(local_model(judge.model))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"judge.model={judge.model!r} could not be found ({str(exc).splitlines()[0]}): a local "
+                         "folder, a hub name in the local cache, or 'tiny'") from None
 
 
 def judge_retries(judge: JudgeConfig) -> int:

@@ -45,14 +45,50 @@ def test_leave_one_unit_out_holds_out_each_unit_in_turn(tmp_path):
     assert set(results["baselines"]) == {"majority"}
 
 
-def test_scored_predictions_become_rows(tmp_path, capsys):
+def _record(inst, prediction) -> dict:
+    return {"id": inst.id, "task": inst.task, "scenario": inst.scenario, "unit": inst.unit, "gold": inst.gold,
+            "prediction": prediction, "parse_status": "ok"}
+
+
+RPP = build("rpp", load_samples("bundled")).instances
+
+
+def test_scored_predictions_become_rows_beside_baselines_on_exactly_their_instances(tmp_path, capsys):
+    wrong_first = [_record(i, [c for c in i.candidates if c != i.gold][:1] + [i.gold]) for i in RPP[:3]]
     records = tmp_path / "model.jsonl"
-    records.write_text(json.dumps({"id": "x", "task": "rpp", "scenario": "couple", "gold": "attack_attack",
-                                   "prediction": ["pursue_withdraw", "attack_attack"], "parse_status": "ok"}) + "\n")
+    records.write_text("".join(json.dumps(r) + "\n" for r in wrong_first))
     assert rescue_train(["baselines", "bundled", "--tasks", "rpp", "--baselines", "majority",
-                         "--predictions", f"my-model={records}"]) == 0
-    line = next(row for row in capsys.readouterr().out.splitlines() if row.startswith("my-model"))
+                         "--predictions", f"my-model={records}", "--output-dir", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out
+    line = next(row for row in printed.splitlines() if row.startswith("my-model"))
     assert line.split()[1:5] == ["-", "-", "-", "0.00"]
+    assert "baselines (on the instances of --predictions)" in printed
+    assert "n per task (both scenarios): models rpp 3; baselines rpp 3" in printed
+    majority = load_records(tmp_path / "out" / "predictions" / "majority.jsonl")
+    assert [r["id"] for r in majority] == [i.id for i in RPP[:3]]
+
+
+def test_predictions_are_one_models_on_one_instance_set(tmp_path, capsys):
+    evaluated = tmp_path / "eval"  # an evaluation with include_base=true: one folder per model
+    for model in ("base", "ssp_lora-fold0"):
+        (evaluated / model).mkdir(parents=True)
+        (evaluated / model / "predictions.jsonl").write_text(json.dumps(_record(RPP[0], [RPP[0].gold])) + "\n")
+    assert rescue_train(["baselines", "bundled", "--tasks", "rpp", "--predictions", f"m={evaluated}"]) == 2
+    assert (f"{evaluated} holds the results of 2 models (base, ssp_lora-fold0): give one per name, e.g. "
+            f"--predictions NAME={evaluated / 'base'}") in capsys.readouterr().err
+    assert rescue_train(["baselines", "bundled", "--tasks", "rpp", "--baselines", "majority",
+                         "--predictions", f"m={evaluated / 'base'}"]) == 0
+    other = tmp_path / "other.jsonl"
+    other.write_text("".join(json.dumps(_record(i, [i.gold])) + "\n" for i in RPP[:2]))
+    assert rescue_train(["baselines", "bundled", "--tasks", "rpp", "--predictions", f"a={evaluated / 'base'}",
+                         f"b={other}"]) == 2
+    assert "--predictions a (1 instances) and b (2) were scored on different instances (1 differ)" in \
+        capsys.readouterr().err
+    # an instance the split never tests: another fold (fold 1 holds RPP[0]'s couple) or other data settings
+    assert rescue_train(["baselines", "bundled", "--tasks", "rpp", "--test-fold", "0",
+                         "--predictions", f"a={evaluated / 'base'}"]) == 2
+    assert f"1 of the 1 instances of --predictions are not test instances of test fold 0 for tasks rpp " \
+        f"(e.g. {RPP[0].id})" in capsys.readouterr().err
 
 
 def test_bad_input_is_one_clear_error(tmp_path, capsys):
@@ -61,7 +97,7 @@ def test_bad_input_is_one_clear_error(tmp_path, capsys):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"task": "rpp"}\n')
     assert rescue_train(["baselines", "bundled", "--predictions", f"m={bad}"]) == 2
-    assert f"{bad}:1: a prediction record lacks 'scenario', 'gold', 'prediction'" in capsys.readouterr().err
+    assert f"{bad}:1: a prediction record lacks 'id', 'scenario', 'gold', 'prediction'" in capsys.readouterr().err
 
 
 def test_config_errors():

@@ -40,6 +40,11 @@ def test_load_config_merges_recipe_and_overrides_and_always_compares_against_non
     (["recipe=rpp_clss"], "did you mean rpp_cls"),
     (["recipe=rpp_cls", "task=er"], "not a closed-set task"),
     (["recipe=rpp_cls", "oops"], "key=value"),
+    # every run sets its own test fold, as in the LoRA comparison: a given one would be ignored
+    (["recipe=rpp_cls", "data.test_fold=3"], r"data.test_fold=3: every run of the comparison sets data.test_fold "
+                                             r"itself \(use test_folds=\[...\]\)"),
+    (["recipe=rpp_cls", "data.split=leave_one_unit_out"], "data.split=leave_one_unit_out: classifiers train on "
+                                                          "grouped k-fold splits"),
 ])
 def test_load_config_rejects_bad_settings_clearly(argv, message):
     with pytest.raises((ValueError, FileNotFoundError), match=message):

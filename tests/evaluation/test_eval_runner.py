@@ -203,3 +203,22 @@ def test_a_sigkilled_eval_process_resumes_where_it_stopped(tiny, tmp_path):
     assert len(ids) == len(set(ids)) == 60         # the rest added once each, nothing redone
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["aggregates"]["itp"]["both"]["n"] == 60
+
+
+@pytest.mark.parametrize("scoring, message", [
+    (["bertscore.model=distilbert-base-uncased"], "BERTScore model 'distilbert-base-uncased' could not be loaded"),
+    (["bertscore.model=/nowhere/minilm"], "bertscore.model='/nowhere/minilm' is not a model bert-score knows"),
+    (["judge.backend=openai", "judge.model=gpt-5.4", "judge.api_key_env=RESCUE_NO_SUCH_KEY"],
+     "set the judge's API key in the environment variable RESCUE_NO_SUCH_KEY"),
+    (["judge.backend=hf", "judge.model=/nowhere/judge"], "judge.model='/nowhere/judge' could not be found"),
+])
+def test_every_scorer_is_checked_before_the_first_prediction(tmp_path, capsys, scoring, message):
+    """Offline, the default BERTScore model is not in the cache: the run stops before predicting, not after."""
+    from rescue_train.cli import main
+
+    bertscore = [] if any(s.startswith("bertscore") for s in scoring) else ["bertscore=none"]
+    out = tmp_path / "out"
+    assert main(["eval", "model=tiny", "tasks=[er]", "limit=1", "progress=false", *bertscore, *scoring,
+                 f"output_dir={out}"]) == 2
+    assert message in capsys.readouterr().err
+    assert not (out / "predictions.jsonl").exists()

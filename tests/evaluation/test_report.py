@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -121,3 +122,57 @@ def test_against_must_name_exactly_one_result():
     assert reference_index(results, ["x", "y"], "other") == 1 and reference_index(results, ["x", "y"], None) == 0
     with pytest.raises(ValueError, match="names no result"):
         reference_index(results, ["x", "y"], "nobody")
+
+
+def _adapter_results(base: str, split: dict, limit: int | None = None, **extra) -> dict:
+    """An adapter's results as eval writes them: the base model's path and short name, the adapter's label."""
+    results = _results()
+    results.update(label="rpp_lora-fold2", split=split, **extra)
+    results["config"] = {**results["config"], "protocol": "rank", "limit": limit}
+    results["model"] = {"base": f"/models/{base}", "name": base, "adapter": f"/runs/{base}/fold2/adapter"}
+    return results
+
+
+def test_report_reads_the_default_layout_skips_unfinished_runs_and_names_rows_fully(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    fold2 = {"scheme": "kfold", "test_fold": 2, "test_folds": [2]}
+    written = {"runs/eval/tiny+rpp_lora-fold2/rank": _adapter_results("tiny", fold2, limit=4),
+               "runs/eval/Qwen2.5-7B+rpp_lora-fold2/rank": _adapter_results("Qwen2.5-7B", fold2),
+               "runs/eval/Qwen2.5-7B/paper": {**_results(), "split": {"scheme": "none"}, "label": "Qwen2.5-7B",
+                                              "includes_training_data": True}}
+    for folder, results in written.items():
+        Path(folder).mkdir(parents=True)
+        Path(folder, "results.json").write_text(json.dumps(results))
+    Path("runs/eval/broken/rank").mkdir(parents=True)
+    Path("runs/eval/broken/rank/run.json").write_text("{}")  # killed before its results were written
+    inputs = sorted(str(p) for p in Path("runs/eval").iterdir())  # what the shell makes of runs/eval/*
+    assert main(["report", *inputs, "--out", "runs/report"]) == 0
+    out, err = capsys.readouterr()
+    assert "note: skipped runs/eval/broken/rank: an unfinished evaluation" in err
+    assert "wrote runs/report/report.md (3 results)" in out and Path("runs/report/models.png").is_file()
+    table5 = Path("runs/report/report.md").read_text().split("## Table 11")[0]
+    # n: 4 ITP + 2 RPP instances; the paper's rows rest on its Table 6 counts of the whole benchmark: 3,006 + 2,133 + 1,637 + 1,637 + 926 + 855 = 10,194.
+    assert "| tiny + rpp_lora-fold2 [rank] | 50.00 | 50.00 | 50.00 | 50.00 |" in table5
+    assert table5.count("| 6 | test fold 2, limit 4 |") == 1 and "| 6 | test fold 2 |" in table5
+    assert "| Qwen2.5-7B + rpp_lora-fold2 [rank] |" in table5
+    assert "| Qwen2.5-7B [sft] (includes training data) |" in table5
+    assert "| 6 | whole benchmark, includes training data |" in table5
+    assert "| 10,194 | whole benchmark |" in table5
+
+    # NAME=PATH names the rows of PATH; a folder of several results names each by its subfolder
+    assert main(["report", "mine=runs/eval/tiny+rpp_lora-fold2", "qwen=runs/eval"]) == 0
+    text = capsys.readouterr().out
+    assert "| mine [rank] |" not in text and "| mine |" in text
+    assert "| qwen/Qwen2.5-7B/paper (includes training data) |" in text and "| qwen/tiny+rpp_lora-fold2/rank |" in text
+    assert main(["report", "runs/eval/broken"]) == 2
+    assert "no evaluation results in runs/eval/broken" in capsys.readouterr().err
+
+
+def test_eval_summary_reads_like_the_report():
+    from rescue_train.cli.eval import summary
+
+    results = {**_adapter_results("tiny", {"scheme": "kfold", "test_fold": 2}, limit=4), "backend": {"backend": "hf"}}
+    assert summary(results).splitlines() == [
+        "tiny + rpp_lora-fold2 [rank]: hf backend, test fold 2, limit 4",
+        "  itp: n=4 parse failures=0  ITP P 50.00, ITP R 50.00, ITP F1 50.00",  # percent, as the tables
+        "  rpp: n=2 parse failures=1  RPP Acc 50.00"]
