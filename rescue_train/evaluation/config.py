@@ -165,7 +165,7 @@ def _same(runs: Sequence[TrainingRun], entries: Sequence[str], keys: Sequence[st
 
 def _fold(runs: Sequence[TrainingRun]) -> dict:
     """One test fold and manifest when every run shares them; else none: each is evaluated on its own."""
-    if len({(r.data.test_fold, r.manifest.hash) for r in runs}) == 1:
+    if len(runs) == 1 or len({(r.data.test_fold, r.manifest.hash) for r in runs}) == 1:
         return {"test_fold": runs[0].data.test_fold, "manifest": runs[0].data.manifest}
     return {"test_fold": None, "manifest": None}
 

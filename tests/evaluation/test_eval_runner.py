@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+from pathlib import Path
 
 import pytest
 from evaluation_helpers import Counting, make_adapter
@@ -209,8 +210,9 @@ def test_a_sigkilled_eval_process_resumes_where_it_stopped(tiny, tmp_path):
     (["bertscore.model=distilbert-base-uncased"], "BERTScore model 'distilbert-base-uncased' could not be loaded"),
     (["bertscore.model=/nowhere/minilm"], "bertscore.model='/nowhere/minilm' is not a model bert-score knows"),
     (["judge.backend=openai", "judge.model=gpt-5.4", "judge.api_key_env=RESCUE_NO_SUCH_KEY"],
-     "set the judge's API key in the environment variable RESCUE_NO_SUCH_KEY"),
-    (["judge.backend=hf", "judge.model=/nowhere/judge"], "judge.model='/nowhere/judge' could not be found"),
+     "judge.backend=openai: set the API key in the environment variable RESCUE_NO_SUCH_KEY"),
+    (["judge.backend=hf", "judge.model=/nowhere/judge"],
+     f"judge.model=/nowhere/judge: no such folder (current directory: {Path.cwd()})"),
 ])
 def test_every_scorer_is_checked_before_the_first_prediction(tmp_path, capsys, scoring, message):
     """Offline, the default BERTScore model is not in the cache: the run stops before predicting, not after."""
