@@ -28,17 +28,6 @@ for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
 SPEED_TARGET = 4.0
 
 
-def model_folder(name: str) -> str:
-    """A shipped model preset's path (``configs/model/<name>.yaml``, e.g. smollm2), ``tiny``, or a local model
-    folder, as ``from_pretrained`` takes it."""
-    from rescue_train.settings import find_yaml, names_in, read_yaml
-    from rescue_train.sft.models import resolve_model_path
-
-    if name in names_in("configs/model"):
-        name = read_yaml(find_yaml(name, "configs/model", "model preset"))["model"]["path"]
-    return resolve_model_path(name)
-
-
 def top1(scores: list[float]) -> int:
     return scores.index(max(scores))
 
@@ -61,6 +50,7 @@ def main() -> None:
     from rescue_train.evaluation.protocols import predict
     from rescue_train.export.lm_eval import documents
     from rescue_train.inference.base import ChatEncoder
+    from rescue_train.sft.models import model_folder
     from rescue_train.inference import BackendSpec, EngineOptions, make_backend
     from rescue_train.tasks import CLOSED_SET_TASKS, build
 

@@ -30,17 +30,6 @@ for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE"):
 TARGET = 1.2
 
 
-def model_folder(name: str) -> str:
-    """A shipped model preset's path (``configs/model/<name>.yaml``, e.g. smollm2), ``tiny``, or a local model
-    folder, as ``from_pretrained`` takes it."""
-    from rescue_train.settings import find_yaml, names_in, read_yaml
-    from rescue_train.sft.models import resolve_model_path
-
-    if name in names_in("configs/model"):
-        name = read_yaml(find_yaml(name, "configs/model", "model preset"))["model"]["path"]
-    return resolve_model_path(name)
-
-
 def with_candidates(requests, labels: list[str], n: int):
     """Each request's own answers first, then other labels it lacks, cut to ``n``."""
     out = []
@@ -84,6 +73,7 @@ def main() -> None:
     from rescue_train.data import load_samples
     from rescue_train.evaluation.protocols import rank_request
     from rescue_train.inference import BackendSpec, EngineOptions, make_backend
+    from rescue_train.sft.models import model_folder
     from rescue_train.tasks import CLOSED_SET_TASKS, build
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -56,6 +56,16 @@ def resolve_model_path(path: str) -> str:
     return path
 
 
+def model_folder(name: str) -> str:
+    """A shipped model preset's path (``configs/model/<name>.yaml``, e.g. smollm2), ``tiny``, or a local model
+    folder or hub name, as ``from_pretrained`` takes it (the benchmark scripts' ``--model``)."""
+    from ..settings import find_yaml, names_in, read_yaml
+
+    if name in names_in("configs/model"):
+        name = read_yaml(find_yaml(name, "configs/model", "model preset"))["model"]["path"]
+    return resolve_model_path(name)
+
+
 def compute_dtype(precision: str):
     """``auto``: bf16 on a GPU that has it natively, else fp32 (CPU training in bf16 is slow and gains nothing;
     GPUs that only emulate bf16, such as V100 and T4, would be slow too)."""
