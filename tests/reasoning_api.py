@@ -12,7 +12,8 @@ local reasoning model: reasoning in ``<think>`` (holding decoy JSON) and the ans
 Behaviours for particular requests are queued with ``plan(...)`` (popped one per request) or set for every
 request with ``mode``: ``500``, ``429``, ``content_filter`` (Azure-style 400), ``filtered`` (200 with
 finish_reason content_filter), ``safety`` (Gemini's SAFETY), ``empty_choices``, ``html``, ``null_content``,
-``reject`` (a 400 no retry helps), ``garbage`` (unreadable text), ``hang`` (never answers until the server
+``reject`` (a 400 no retry helps), ``garbage`` (unreadable text), ``empty`` (an empty message, finish_reason
+stop: a broken server or model name), ``hang`` (never answers until the server
 stops); anything else (``ok``) answers normally.
 """
 
@@ -131,6 +132,8 @@ class ReasoningAPI:
             message["content"], finish = None, "content_filter" if behaviour == "filtered" else "SAFETY"
         if behaviour == "null_content":
             message["content"] = None
+        if behaviour == "empty":
+            message["content"] = ""
         self.answered += 1
         choices = [] if behaviour == "empty_choices" else [{"index": 0, "finish_reason": finish, "message": message}]
         return {"id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion", "created": 0,

@@ -217,6 +217,32 @@ def test_failures_end_with_exit_2_naming_the_cause_and_resume(tmp_path, capsys, 
     assert len(records(tmp_path)) == 6
 
 
+def test_an_empty_answer_is_asked_again_then_kept_as_an_empty_failure():
+    with ReasoningAPI() as api:
+        api.plan("empty", "empty")
+        (answer,) = ask(backend(api, max_retries=2))
+        assert len(api.requests) == 3 and answer.text.startswith("{") and not answer.empty
+    with ReasoningAPI(mode="empty") as api:
+        (answer,) = ask(backend(api, max_retries=1))
+        assert len(api.requests) == 2 and answer.text == "" and answer.empty
+
+
+def test_a_run_of_mostly_empty_answers_stops_before_scoring_unless_allowed(tmp_path, capsys):
+    with ReasoningAPI(mode="empty") as api:
+        args = eval_args(api, tmp_path, "max_retries=1", "tasks=[itp]", judge=False)
+        assert eval_main(args) == 2
+        err = capsys.readouterr().err
+        assert (f"{tmp_path}: the server answered nothing to 2 of 2 prompts, even when asked again (max_retries=1); "
+                "they count as parse failures with reason 'empty'. Check the server") in err
+        assert len(api.requests) == 4 and not (tmp_path / "results.json").exists()
+        kept = [json.loads(line) for line in (tmp_path / "predictions.jsonl").read_text().splitlines()]
+        assert [r["parse_error"] for r in kept] == ["empty", "empty"]
+        assert eval_main([*args, "allow_empty_answers=true"]) == 0
+        assert len(api.requests) == 4  # the kept answers are scored, not asked again
+    both = json.loads((tmp_path / "results.json").read_text())["aggregates"]["itp"]["both"]
+    assert (both["n"], both["empty"], both["parse_failures"]) == (2, 2, 2)
+
+
 def test_refusals_and_truncated_answers_are_counted_failures(tmp_path, capsys):
     # 60 tokens: the 40 reasoning tokens leave room for a short label, not for a JSON answer
     with ReasoningAPI() as api:
