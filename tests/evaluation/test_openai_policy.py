@@ -217,6 +217,36 @@ def test_failures_end_with_exit_2_naming_the_cause_and_resume(tmp_path, capsys, 
     assert len(records(tmp_path)) == 6
 
 
+def test_answers_are_on_disk_as_they_arrive_and_a_second_writer_is_refused(tmp_path, capsys):
+    """A run whose server stops answering after three prompts (of six) holds those three on disk at once; a second
+    eval into the folder is refused while the first lives; after a kill -9 the rerun asks only the other three."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    with ReasoningAPI() as api:
+        api.plan("ok", "ok", "ok", "hang")
+        args = eval_args(api, tmp_path, "concurrency=1", judge=False)
+        first = subprocess.Popen([sys.executable, "-m", "rescue_train", "eval", *args], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.DEVNULL, env=dict(os.environ))
+        try:
+            predictions = tmp_path / "predictions.jsonl"
+            deadline = time.time() + 180
+            while len(api.requests) < 4 and time.time() < deadline and first.poll() is None:
+                time.sleep(0.2)
+            assert len(api.requests) == 4  # the fourth hangs
+            assert len(predictions.read_text().splitlines()) == 3  # written as they came, not at the chunk's end
+            assert eval_main(args) == 2
+            assert f"{tmp_path} is being written by `rescue-train eval` (pid {first.pid} " in capsys.readouterr().err
+        finally:
+            os.kill(first.pid, signal.SIGKILL)
+            first.wait()
+        assert eval_main(args) == 0
+        assert len(api.requests) == 4 + 3
+    assert len(records(tmp_path)) == 6 and all(r["parse_status"] == "ok" for r in records(tmp_path))
+
+
 def test_an_empty_answer_is_asked_again_then_kept_as_an_empty_failure():
     with ReasoningAPI() as api:
         api.plan("empty", "empty")
