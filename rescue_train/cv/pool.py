@@ -105,13 +105,14 @@ def check_folds(fold_results: Mapping[int, dict[str, Any]], manifest_hash: str, 
 
 def pooled_results(plan, fold_results: Mapping[int, dict[str, Any]], settings_hash: str) -> dict[str, Any]:
     """The pooled results document of ``plan`` (a rescue_train.cv.plan.Plan) from its folds' results."""
-    from ..evaluation.runner import RESULTS_FORMAT, file_digest, scored
+    from ..evaluation.runner import RESULTS_FORMAT, scored
+    from ..provenance import weights_digest
     from ..provenance import config_hash, git_commit, versions
     from .plan import eval_dir, run_dir
 
     out, config, folds = plan.out, plan.config, plan.folds
     runs = {fold: str(run_dir(out, fold)) for fold in folds}
-    weights = {fold: file_digest(str(run_dir(out, fold) / "adapter")) for fold in folds}
+    weights = {fold: weights_digest(run_dir(out, fold) / "adapter") for fold in folds}
     check_folds(fold_results, plan.manifest.hash, plan.fingerprint, weights)
     records = pool(plan.pooled(), plan.manifest.assignment,
                    {fold: fold_results[fold]["records"] for fold in folds}, runs)
