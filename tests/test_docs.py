@@ -14,7 +14,8 @@ The CPU form is made by general rules, not per line, so that docs written later 
 * APIs: every OpenAI-compatible endpoint (``base_url=``, ``judge.base_url=``) is a local server speaking the
   protocol (tests/evaluation_helpers.py), keys come from the environment as the docs say;
 * budgets: one training step of one instance, two instances per task (``limit=2``), one seed, fold and
-  strategy per comparison, BERTScore with the MiniLM model of the dev extras;
+  strategy per comparison, BERTScore with the MiniLM model of the dev extras; a benchmark script's smallest run
+  (``BENCH_BUDGETS``: the tiny model, one round) and none that starts vLLM engines;
 * skipped, with the reason: installs, uploads, servers, the GPU check, fragments (``... key=value``) and
   commands that read files of the reader's own (``human_scores.csv``).
 
@@ -114,8 +115,18 @@ SKIPS = [  # (pattern, reason): commands that cannot run in a CPU test
 ]
 
 
+# A benchmark's smallest run (later flags win): the docs' commands must run, their figures are the benchmarks' own.
+BENCH_BUDGETS = {
+    "bench_convert.py": ["--sizes", "191", "--repeat", "1", "--long-mb"],
+    "bench_eval.py": ["--limit", "2", "--repeats", "1"],
+    "bench_peers.py": ["--model", "tiny", "--per-task", "1", "--repeats", "1"],
+    "bench_rank.py": ["--model", "tiny", "--per-task", "1", "--repeats", "1"],
+    "bench_sft.py": ["--steps", "1", "--max-length", "512"],
+}
+
+
 def _needs_vllm(command: str) -> bool:
-    return ".venv-vllm/" in command or bool(re.search(r"--backends \S*vllm", command))
+    return "bench_vllm_rank.py" in command or bool(re.search(r"--backends \S*vllm", command))
 
 
 @dataclass
@@ -147,7 +158,7 @@ class CpuForm:
             if re.search(pattern, command):
                 return Plan(None, reason)
         if _needs_vllm(command):
-            return Plan(None, "needs vLLM (.venv-vllm)")
+            return Plan(None, "starts vLLM engines (the vllm-marked tests run the vLLM backend)")
         given = re.sub(r"\[(--[^\]]+)\]", r"\1", command).split(" ")  # optional flags [--x] are given
         words = ["tiny" if before == "--model" and self.hub(w) else self.word(w, command)
                  for before, w in zip(["", *given], given)]
@@ -222,8 +233,8 @@ class CpuForm:
             if "learner=torch" in text:
                 extra += ["torch.steps=2", "torch.batch_size=2", "torch.max_length=128", "torch.crt_steps=1",
                           "torch.threads=1"]
-        elif kind == "bench_eval":
-            extra += ["--limit", "2"]
+        elif kind in BENCH_BUDGETS:
+            extra += BENCH_BUDGETS[kind]
         elif kind == "lm_eval":
             extra += ["--limit", "2"]
         return extra
@@ -233,8 +244,9 @@ class CpuForm:
         text = " ".join(words)
         if words[0] == "lm_eval":
             return "lm_eval"
-        if "scripts/bench_eval.py" in text:
-            return "bench_eval"
+        bench = re.search(r"scripts/(bench_\w+\.py)", text)
+        if bench:
+            return bench.group(1)
         if words[:2] in (["python", "evaluate.py"], ["python3", "evaluate.py"]):
             return "eval"
         if "train.py" in words:
