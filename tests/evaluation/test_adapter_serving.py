@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import yaml
 
 pytest.importorskip("vllm")
 
@@ -92,14 +93,18 @@ def test_hf_vllm_and_vllm_serve_see_the_same_prompts_and_answer_alike(run_dir, s
     from rescue_train.evaluation.runner import run
     from rescue_train.inference.base import ChatEncoder
 
-    base = json.loads((run_dir / "provenance.json").read_text())["base_model"]
+    provenance = json.loads((run_dir / "provenance.json").read_text())
+    base = provenance["base_model"]
+    # The served adapter is a name, not a run folder: it is given the run's test fold, as run folders get theirs.
+    fold = yaml.safe_load((run_dir / "config.yaml").read_text())["data"]["test_fold"]
+    own_fold = ["data.split=kfold", f"data.test_fold={fold}", f"data.manifest={run_dir / provenance['split_manifest']}"]
     common = ["tasks=[ssp,itp]", "limit=3", "protocol=sft", "constrained=false", "bertscore=none", "progress=false",
               "dtype=float32"]
     by_backend = {}
     for backend, model in (("hf", [f"adapter={run_dir}"]),
                            ("vllm", [f"adapter={run_dir}", "max_model_len=8192"]),
                            ("openai", [f"model={base}", "adapter=lora", f"base_url={served}/v1",
-                                       "temperature=0", "reasoning=false"])):
+                                       "temperature=0", "reasoning=false", *own_fold])):
         (results,) = run(load_config([f"backend={backend}", *model, *common, f"output_dir={tmp_path / backend}"]))
         by_backend[backend] = {r["id"]: r for r in results["records"]}
     assert len(by_backend["hf"]) == 6
