@@ -49,9 +49,9 @@ def main() -> None:
     from rescue_train.data import load_samples
     from rescue_train.evaluation.protocols import predict
     from rescue_train.export.lm_eval import documents
+    from rescue_train.inference import BackendSpec, EngineOptions, make_backend
     from rescue_train.inference.base import ChatEncoder
     from rescue_train.sft.models import model_folder
-    from rescue_train.inference import BackendSpec, EngineOptions, make_backend
     from rescue_train.tasks import CLOSED_SET_TASKS, build
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
