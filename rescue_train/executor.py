@@ -75,9 +75,6 @@ class ExecutorSettings:
     slurm: SlurmSettings = field(default_factory=SlurmSettings)
 
 
-EXECUTOR_KEYS = tuple(ExecutorSettings.__dataclass_fields__)  # they never change a run's result: not hashed
-
-
 @dataclass
 class Step:
     """One process of a job: its argv, the log its output is appended to, and what counts as it done already."""

@@ -37,6 +37,18 @@ class LaunchSettings(ExecutorSettings):
         "trainer checkpoints only serve resuming a run; removed once it is recorded"))
 
 
+def shaping_settings(launch: LaunchSettings) -> dict[str, Any]:
+    """What of ``launch.*`` shapes a run's result, as an experiment's settings hash sees it: the accelerate config's
+    content (so ``cpu``, ``configs/accelerate/cpu.yaml`` and a copy of it are one setting, and an edited file is
+    another) and the extra launch flags. Where a run executes (the executor keys) never changes its result."""
+    import yaml
+
+    content = None
+    if launch.config_file:
+        content = yaml.safe_load(find_yaml(launch.config_file, "configs/accelerate", "accelerate config").read_text())
+    return {"config_file": content, "args": launch.args}
+
+
 def rescue_train_command(command: str, *args: str) -> list[str]:
     """``python -m rescue_train COMMAND ARGS`` with this interpreter."""
     return [sys.executable, "-m", "rescue_train", command, *args]

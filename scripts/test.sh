@@ -8,4 +8,6 @@ bash scripts/slurm_local.sh  # needs root and apt-get; elsewhere the SLURM tests
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 VLLM_CPU_KVCACHE_SPACE=1
 export RESCUE_TRAIN_CACHE="${RESCUE_TRAIN_CACHE:-$PWD/.cache/rescue_train}"
 .venv/bin/ruff check .   # lint settings: [tool.ruff] in pyproject.toml
-.venv/bin/python -m pytest -q "$@"
+# Two workers (pytest-xdist; TEST_WORKERS=1 runs one after another), each test file whole in one of them: a file's
+# module fixtures (a trained run, a comparison) are made once.
+.venv/bin/python -m pytest -q -n "${TEST_WORKERS:-2}" --dist loadfile "$@"

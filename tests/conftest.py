@@ -12,6 +12,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 
 
+def pytest_collection_modifyitems(items):
+    """The docs' command blocks run in order, in one worker (scripts/test.sh: ``--dist loadfile``), and take the
+    longest of any file: they go first, so the other workers share the rest meanwhile."""
+    items.sort(key=lambda item: item.path.name != "test_docs.py")  # a stable sort: every other order is kept
+
+
 @pytest.fixture(scope="session")
 def real_fixtures() -> Path:
     """The real samples beside the checkout (research-only data, never copied into the project)."""

@@ -9,13 +9,16 @@ The CPU form is made by general rules, not per line, so that docs written later 
   (``runs/ssp_lora/qwen2.5-7b-instruct/fold0`` is ``runs/ssp_lora/tiny/fold0``); ``BASE_MODEL`` is ``tiny`` and
   ``RUN_DIR`` the run of ``train.py recipe=ssp_lora``;
 * data: a benchmark ``.jsonl`` that does not exist (``/data/benchmark_191.jsonl``) is ``bundled``;
-* devices: ``backend=vllm`` is ``hf``, the one-GPU accelerate config is ``configs/accelerate/cpu.yaml``,
-  ``torch.bf16`` is off; multi-GPU launches, QLoRA and vLLM-only commands are skipped, with the reason;
+* devices: ``backend=vllm`` is ``hf`` with one engine (``data_parallel``, ``tensor_parallel_size`` 1), the one-GPU
+  accelerate config is ``configs/accelerate/cpu.yaml``, ``torch.bf16`` is off; multi-GPU launches, SLURM
+  submissions, QLoRA and vLLM-only commands are skipped, with the reason;
 * APIs: every OpenAI-compatible endpoint (``base_url=``, ``judge.base_url=``) is a local server speaking the
-  protocol (tests/evaluation_helpers.py), keys come from the environment as the docs say;
-* budgets: one training step of one instance, two instances per task (``limit=2``), one seed, fold and
-  strategy per comparison, BERTScore with the MiniLM model of the dev extras; a benchmark script's smallest run
-  (``BENCH_BUDGETS``: the tiny model, one round) and none that starts vLLM engines;
+  protocol (tests/evaluation_helpers.py), also where a ``*backend=openai`` names none; keys come from the
+  environment as the docs say;
+* budgets: one training step of one instance (a transformer classifier: two steps of two), two instances per
+  task (``limit=2``), one seed, fold and strategy per comparison, one test fold per cross-validation, BERTScore
+  with the MiniLM model of the dev extras; a benchmark script's smallest run (``BENCH_BUDGETS``: the tiny model,
+  one round) and none that starts vLLM engines;
 * skipped, with the reason: installs, uploads, servers, the GPU check, fragments (``... key=value``) and
   commands that read files of the reader's own (``human_scores.csv``).
 
@@ -112,6 +115,8 @@ SKIPS = [  # (pattern, reason): commands that cannot run in a CPU test
     (r"^\.\.\. ", "a fragment of the command above it"),
     (r"configs/accelerate/(multi_gpu|fsdp|zero3)\.yaml|--num_processes [2-9]", "needs several GPUs"),
     (r"model\.quantization=4bit", "QLoRA needs CUDA (tests/test_gpu_paths.py checks the refusal)"),
+    (r"launch\.executor=slurm", "submits to a SLURM cluster's GPU partition (tests/classifiers/test_compare_lora.py and "
+                                "tests/cv/test_cv_slurm.py run compare and cv on the local one)"),
 ]
 
 
@@ -191,6 +196,8 @@ class CpuForm:
             value = self.api_url
         elif key in ("backend", "rank.backend", "judge.backend") and value == "vllm":
             value = "hf"
+        elif key in ("data_parallel", "tensor_parallel_size") and re.search(r"(^|\s)backend=vllm\b", command):
+            value = "1"  # engines and GPUs per engine are vLLM's (the vllm-marked tests run several engines)
         elif key == "torch.bf16":
             value = "false"
         elif key == "api_key_env":
@@ -217,9 +224,6 @@ class CpuForm:
                 extra += ["progress=false"]
                 if "bertscore=none" not in text:
                     extra += [f"bertscore.model={self.minilm}", "bertscore.num_layers=6"]
-            for prefix in ("", "judge."):
-                if re.search(rf"(^|\s){re.escape(prefix)}backend=openai\b", text) and f"{prefix}base_url=" not in text:
-                    extra.append(f"{prefix}base_url={self.api_url}")
         elif kind == "train" and not re.search(r"recipe=\S*_cls\b", text):
             extra += ["train.max_steps=1", "train.batch_size=1", "train.grad_accum=1", "train.eval_steps=0",
                       "train.report_to=[none]"]
@@ -230,13 +234,20 @@ class CpuForm:
                           "train.grad_accum=1"]
             else:
                 extra += ["test_folds=[0,1]"] + ([] if "strategies=[" in text else ["strategies=[inverse_freq]"])
-            if "learner=torch" in text:
-                extra += ["torch.steps=2", "torch.batch_size=2", "torch.max_length=128", "torch.crt_steps=1",
-                          "torch.threads=1"]
+        elif kind == "cv":  # one test fold of one training step; the fold's instances are all predicted (no limit)
+            extra += ["folds=[0]", "train.max_steps=1", "train.batch_size=1", "train.grad_accum=1"]
+            if "eval.bertscore=none" not in text:
+                extra += [f"eval.bertscore.model={self.minilm}", "eval.bertscore.num_layers=6"]
         elif kind in BENCH_BUDGETS:
             extra += BENCH_BUDGETS[kind]
         elif kind == "lm_eval":
             extra += ["--limit", "2"]
+        if kind in ("train", "compare") and "learner=torch" in text:  # a transformer classifier (compare, train)
+            extra += ["torch.steps=2", "torch.batch_size=2", "torch.max_length=128", "torch.crt_steps=1",
+                      "torch.threads=1"]
+        for prefix in re.findall(r"(?:^|\s)((?:[\w.]+\.)?)backend=openai\b", text):  # model, judge.*, eval.judge.*
+            if f"{prefix}base_url=" not in text:
+                extra.append(f"{prefix}base_url={self.api_url}")
         return extra
 
     @staticmethod

@@ -17,8 +17,7 @@ from ..classifiers import balance
 from ..classifiers.classifier import BalanceSettings, TorchSettings
 from ..classifiers.classify_run import DataSettings, check_task, read_config
 from ..classifiers.sklearn_path import SklearnSettings
-from ..executor import EXECUTOR_KEYS
-from ..jobs import LaunchSettings
+from ..jobs import LaunchSettings, shaping_settings
 from ..settings import meaning
 
 LEARNERS = ("sklearn", "torch", "lora")
@@ -194,6 +193,5 @@ def run_settings(config: CompareConfig) -> dict:
                 body.pop(section)
     if config.learner == "lora":
         body.pop("balance")  # the classifiers' strategy parameters
-        for key in ("keep_checkpoints", *EXECUTOR_KEYS):  # where a run executes never changes its result
-            body["launch"].pop(key)
+        body["launch"] = shaping_settings(config.launch)
     return body

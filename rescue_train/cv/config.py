@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
-from ..jobs import LaunchSettings
+from ..jobs import LaunchSettings, shaping_settings
 from ..settings import ConfigError, compose, meaning
 
 BASELINES = ("auto", "zero_shot", "none")
@@ -147,4 +147,4 @@ def settings(config: CvConfig) -> dict[str, Any]:
 
     return {"recipe": config.recipe, "training": config.training_config,
             "eval": {k: v for k, v in config.eval_config.items() if k not in RUNTIME_KEYS},
-            "launch": {"config_file": config.launch.config_file, "args": config.launch.args}}
+            "launch": shaping_settings(config.launch)}

@@ -32,6 +32,29 @@ def test_lora_recipe_gives_llm_strategies_and_training_overrides_for_every_run()
     assert run_settings(config)["training_config"]["model"]["name"] == "tiny"
 
 
+def test_the_settings_hash_holds_the_accelerate_configs_content_not_its_name_nor_the_executor(tmp_path):
+    """A shipped config by name, by path or copied elsewhere is one setting; an edited copy, other launch flags
+    are another; where the runs execute is none."""
+    base = ["recipe=ssp_lora", "model=tiny"]
+
+    def launch(*words: str) -> dict:
+        return run_settings(load_config([*base, *words]))["launch"]
+
+    by_name = launch("launch.config_file=cpu")
+    assert by_name == {"config_file": {"compute_environment": "LOCAL_MACHINE", "distributed_type": "NO",
+                                       "num_machines": 1, "num_processes": 1, "machine_rank": 0,
+                                       "mixed_precision": "no", "dynamo_config": {}, "use_cpu": True}, "args": ""}
+    copy = tmp_path / "mine.yaml"
+    copy.write_text(CPU_CONFIG.read_text())
+    assert launch(f"launch.config_file={CPU_CONFIG}") == launch(f"launch.config_file={copy}") == by_name
+    assert launch("launch.config_file=cpu", "launch.parallel=4", "launch.gpus_per_run=0", "launch.executor=slurm",
+                  "launch.slurm.partition=gpu", "launch.keep_checkpoints=true") == by_name
+    copy.write_text(CPU_CONFIG.read_text().replace("mixed_precision: 'no'", "mixed_precision: bf16"))
+    assert launch(f"launch.config_file={copy}")["config_file"]["mixed_precision"] == "bf16"
+    assert launch("launch.config_file=cpu", "launch.args=--num_processes 2")["args"] == "--num_processes 2"
+    assert launch()["config_file"] is None
+
+
 def test_every_llm_strategy_maps_to_the_training_paths_balance_options():
     """One vocabulary: a LoRA comparison's strategy is the name the training recipe's balance.strategy takes, and
     each names the sampling and loss weights of rescue_train.sft.weighting."""

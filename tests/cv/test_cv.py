@@ -219,10 +219,17 @@ def test_a_changed_configuration_is_refused_naming_the_key(tmp_path, capsys, mon
     err = capsys.readouterr().err
     assert "holds a cross-validation made with other settings (changed: training.train.lr); use another " \
            "output_dir" in err
-    # Runtime settings of the evaluations, the folds, the baseline and where the jobs execute may change.
+    assert cli(["cv", *FAST, "launch.args=--num_processes 2", f"output_dir={tmp_path}"]) == 2
+    assert "(changed: launch.args)" in capsys.readouterr().err
+    # Runtime settings of the evaluations, the folds, the baseline and where the jobs execute may change; the
+    # accelerate config by name is the same file as by path.
     assert cli(["cv", *FAST, "eval.batch_size=2", "folds=[1]", "baseline=none", "launch.parallel=2",
                 "launch.gpus_per_run=0", f"output_dir={tmp_path}"]) == 2
     assert "stopped" in capsys.readouterr().err
+    shipped_cpu = Path(__file__).resolve().parents[2] / "configs" / "accelerate" / "cpu.yaml"
+    for config_file in ("cpu", shipped_cpu):
+        assert cli(["cv", *FAST, f"launch.config_file={config_file}", f"output_dir={tmp_path / 'named'}"]) == 2
+        assert "stopped" in capsys.readouterr().err
 
 
 def _done(path: Path) -> bool:
