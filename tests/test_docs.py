@@ -16,15 +16,16 @@ The CPU form is made by general rules, not per line, so that docs written later 
   protocol (tests/evaluation_helpers.py), also where a ``*backend=openai`` names none; keys come from the
   environment as the docs say;
 * budgets: one training step of one instance (a transformer classifier: two steps of two), two instances per
-  task (``limit=2``), one seed, fold and strategy per comparison, one test fold per cross-validation, BERTScore
-  with the MiniLM model of the dev extras; a benchmark script's smallest run (``BENCH_BUDGETS``: the tiny model,
-  one round) and none that starts vLLM engines;
+  task (``limit=2``), one seed, fold and strategy per comparison, one test fold per cross-validation (for LoRA
+  runs the split's last, the smallest), BERTScore with the MiniLM model of the dev extras; a benchmark script's
+  smallest run (``BENCH_BUDGETS``: the tiny model, one round) and none that starts vLLM engines;
 * skipped, with the reason: installs, uploads, servers, the GPU check, fragments (``... key=value``) and
   commands that read files of the reader's own (``human_scores.csv``).
 
-A ``rescue-train`` command (or ``python evaluate.py`` / ``python train.py``) without shell syntax runs through
-the console script's own entry point in this process, which spares a Python start and the imports per command;
-everything else (``accelerate launch``, lm-eval, scripts, pipes and globs) runs in bash.
+A ``rescue-train`` command (or ``python evaluate.py`` / ``python train.py``, also under an ``accelerate launch``
+of one CPU process) without shell syntax runs through the console script's own entry point in this process,
+which spares a Python start and the imports per command; everything else (other launches, lm-eval, scripts,
+pipes and globs) runs in bash.
 """
 
 from __future__ import annotations
@@ -116,7 +117,7 @@ SKIPS = [  # (pattern, reason): commands that cannot run in a CPU test
     (r"configs/accelerate/(multi_gpu|fsdp|zero3)\.yaml|--num_processes [2-9]", "needs several GPUs"),
     (r"model\.quantization=4bit", "QLoRA needs CUDA (tests/test_gpu_paths.py checks the refusal)"),
     (r"launch\.executor=slurm", "submits to a SLURM cluster's GPU partition (tests/classifiers/test_compare_lora.py and "
-                                "tests/cv/test_cv_slurm.py run compare and cv on the local one)"),
+                                "tests/cv/test_cv_e2e.py run compare and cv on the local one)"),
 ]
 
 
@@ -230,12 +231,12 @@ class CpuForm:
         elif kind == "compare" and "merge=" not in text:
             extra += ["seeds=[0]", "plots=false", "evaluation.bootstrap=100", "evaluation.permutations=16"]
             if re.search(r"recipe=\S*_lora\b", text):
-                extra += ["strategies=[none]", "test_folds=[0]", "train.max_steps=1", "train.batch_size=1",
-                          "train.grad_accum=1"]
+                extra += ["strategies=[none]", f"test_folds=[{self.last_fold(text)}]", "train.max_steps=1",
+                          "train.batch_size=1", "train.grad_accum=1"]
             else:
                 extra += ["test_folds=[0,1]"] + ([] if "strategies=[" in text else ["strategies=[inverse_freq]"])
         elif kind == "cv":  # one test fold of one training step; the fold's instances are all predicted (no limit)
-            extra += ["folds=[0]", "train.max_steps=1", "train.batch_size=1", "train.grad_accum=1"]
+            extra += [f"folds=[{self.last_fold(text)}]", "train.max_steps=1", "train.batch_size=1", "train.grad_accum=1"]
             if "eval.bertscore=none" not in text:
                 extra += [f"eval.bertscore.model={self.minilm}", "eval.bertscore.num_layers=6"]
         elif kind in BENCH_BUDGETS:
@@ -249,6 +250,13 @@ class CpuForm:
             if f"{prefix}base_url=" not in text:
                 extra.append(f"{prefix}base_url={self.api_url}")
         return extra
+
+    @staticmethod
+    def last_fold(text: str) -> int:
+        """The last test fold of the command's split: LoRA comparisons and cross-validations run that one (fold 0 of
+        the bundled data holds its family unit, 380 of 705 instances, fold 4 of five 67)."""
+        folds = re.search(r"(^|\s)data\.folds=(\d+)\b", text)
+        return int(folds.group(2)) - 1 if folds else 4
 
     @staticmethod
     def kind(words: list[str]) -> str:
@@ -296,12 +304,18 @@ SHELL_SYNTAX = re.compile(r"[*?$|<>&;`'\"()]")
 ENTRY_POINTS = {("python", "evaluate.py"): ["eval"], ("python", "train.py"): ["train"], ("rescue-train",): []}
 
 
+ONE_CPU_LAUNCH = re.compile(r"^accelerate launch (--config_file configs/accelerate/cpu\.yaml |--num_processes 1 )*"
+                            r"(?=train\.py )")
+
+
 def entry_point_argv(command: str) -> list[str] | None:
     """``rescue-train ARGS`` (or a root script that is the same command) as the entry point's argv; None when
-    the command needs a shell."""
+    the command needs a shell. ``accelerate launch`` of one CPU process (no config, or cpu.yaml) starts
+    ``python train.py ARGS`` and nothing else, so it is that command here (tests/sft/test_train_e2e.py launches
+    it for real)."""
     if SHELL_SYNTAX.search(command):
         return None
-    words = command.split(" ")
+    words = ONE_CPU_LAUNCH.sub("python ", command).split(" ")
     for start, head in ENTRY_POINTS.items():
         if tuple(words[:len(start)]) == start:
             return [*head, *words[len(start):]]

@@ -1,7 +1,8 @@
 """A resumed training run is the run it would have been: for every balance strategy and with task mixing, a
 run stopped after a checkpoint and resumed writes the uninterrupted run's adapter byte for byte (CPU), at a
-checkpoint inside an epoch after the first and at an epoch's end, and after a real ``kill -9``; a finished run
-is left alone, and a run of another configuration is refused."""
+checkpoint inside an epoch after the first and at an epoch's end, and after a real ``kill -9`` (eval and merge
+refuse the killed run until it is resumed); a finished run is left alone, and a run of another configuration is
+refused."""
 
 from __future__ import annotations
 
@@ -86,7 +87,11 @@ def launch(args: list[str]) -> list[str]:
 
 
 @pytest.mark.slow
-def test_a_run_killed_by_sigkill_resumes_into_the_uninterrupted_runs_adapter(tmp_path):
+def test_a_run_killed_by_sigkill_is_refused_until_resumed_into_the_uninterrupted_runs_adapter(tmp_path, capsys):
+    """Killed after a checkpoint: until it is resumed, eval and merge refuse the run (they would otherwise take
+    that checkpoint's adapter for the model); resumed, it is the uninterrupted run."""
+    from rescue_train.evaluation.models import find_adapter
+
     args = ["recipe=stp_lora", *SHORT, "balance.strategy=sqrt_sampling_sqrt_weights"]
     whole, killed = tmp_path / "whole", tmp_path / "killed"
     done = subprocess.run(launch([*args, f"output_dir={whole}"]), cwd=ROOT, capture_output=True, text=True)
@@ -101,11 +106,20 @@ def test_a_run_killed_by_sigkill_resumes_into_the_uninterrupted_runs_adapter(tmp
     process.send_signal(signal.SIGKILL)
     process.wait()
     assert json.loads((killed / "provenance.json").read_text())["status"] == "running"
+    refusal = (f"{killed}: this training run did not finish (provenance.json says status 'running': it was "
+               f"killed, or is still going); rerun the same train command to resume it")
+    with pytest.raises(ValueError) as info:
+        find_adapter(killed)
+    assert str(info.value) == refusal
+    capsys.readouterr()
+    assert command("merge")([str(killed)]) == 2
+    assert capsys.readouterr().err == f"rescue-train merge: error: {refusal}\n"
     resumed = subprocess.run(launch([*args, f"output_dir={killed}"]), cwd=ROOT, capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     provenance = json.loads((killed / "provenance.json").read_text())
     assert int(provenance["resumed_from"].rsplit("-", 1)[1]) >= 12 and provenance["global_step"] == 14
     assert adapter_bytes(killed) == adapter_bytes(whole)
+    assert find_adapter(killed)[0] == killed / "adapter"
 
 
 @pytest.mark.slow
