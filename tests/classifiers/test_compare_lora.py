@@ -162,8 +162,9 @@ def test_a_failed_lora_run_is_reported_with_its_logs_tail(tmp_path, capsys):
 
 
 # One LoRA comparison on the tiny model (two strategies, two folds, one step each), run one run after another; the
-# executor tests below run the `none` half of it again, in parallel and on SLURM.
-TINY_LORA = ["recipe=ssp_lora", "model=tiny", "test_folds=[0,1]", "seeds=[0]", f"launch.config_file={CPU_CONFIG}",
+# executor tests below run the `none` half of it again, in parallel and on SLURM. Folds 3 and 4 are small ones
+# (fold 0 holds the bundled data's family unit).
+TINY_LORA = ["recipe=ssp_lora", "model=tiny", "test_folds=[3,4]", "seeds=[0]", f"launch.config_file={CPU_CONFIG}",
              "train.max_steps=1", "train.batch_size=2", "train.grad_accum=1", "train.max_length=1024",
              "train.report_to=[none]", "data.context=2", "evaluation.bootstrap=50", "evaluation.permutations=100"]
 
@@ -181,7 +182,7 @@ def sequential(tmp_path_factory):
     with contextlib.redirect_stdout(printed):
         assert cli(["compare", *argv, "dry_run=true"]) == 0
     dry = printed.getvalue()
-    assert (out / "runs" / "none" / "fold0_seed0.json").exists() and not (out / "results.json").exists()
+    assert (out / "runs" / "none" / "fold3_seed0.json").exists() and not (out / "results.json").exists()
     assert cli(["compare", *argv]) == 0
     return out, argv, dry
 
@@ -196,46 +197,46 @@ def test_lora_compare_tiny_two_strategies_two_folds_end_to_end(sequential, tmp_p
     assert "4 runs (2 strategies x folds x 1 seeds): 1 finished, 3 to run; about" in dry
     results = json.loads((out / "results.json").read_text())
     assert results["learner"] == "lora" and list(results["strategies"]) == ["none", "sqrt_sampling_sqrt_weights"]
-    assert results["folds"] == [0, 1]
+    assert results["folds"] == [3, 4]
     manifest = SplitManifest.load(out / "data" / "split_manifest.json")
-    tested = {r["id"] for r in load_cls_rows(out / "data", "ssp") if manifest.assignment[r["unit"]] in (0, 1)}
+    tested = {r["id"] for r in load_cls_rows(out / "data", "ssp") if manifest.assignment[r["unit"]] in (3, 4)}
     assert results["scopes"]["both"]["n"] == len(tested)
     tests = results["scopes"]["both"]["strategies"]["sqrt_sampling_sqrt_weights"]["vs_none"]["macro_f1"]
     assert tests["test"] == f"exact: all 2^{results['scopes']['both']['units']} = " \
                             f"{2 ** results['scopes']['both']['units']} unit swap patterns"
     assert tests["p_holm"] >= tests["p_value"]
-    record = json.loads((out / "runs" / "sqrt_sampling_sqrt_weights" / "fold1_seed0.json").read_text())
+    record = json.loads((out / "runs" / "sqrt_sampling_sqrt_weights" / "fold4_seed0.json").read_text())
     assert record["learner_info"]["balance"] == ["balance.strategy=sqrt_sampling_sqrt_weights"]
     assert record["learner_info"]["manifest_hash"] == manifest.hash
     assert {p["id"] for p in record["predictions"]} <= tested
     first = record["predictions"][0]
     assert sorted(first["prediction"]) == sorted(first["label_scores"]) and first["parse_status"] == "ok"
-    run_dir = out / "work" / "sqrt_sampling_sqrt_weights" / "fold1_seed0"
-    log = (run_dir.parent / "fold1_seed0.train.log").read_text()
-    assert f"--config_file {CPU_CONFIG}" in log and "data.test_fold=1" in log
+    run_dir = out / "work" / "sqrt_sampling_sqrt_weights" / "fold4_seed0"
+    log = (run_dir.parent / "fold4_seed0.train.log").read_text()
+    assert f"--config_file {CPU_CONFIG}" in log and "data.test_fold=4" in log
     assert (run_dir / "adapter" / "adapter_config.json").exists() and not (run_dir / "checkpoints").exists()
     provenance = json.loads((run_dir / "provenance.json").read_text())
     assert provenance["status"] == "finished" and provenance["global_step"] == 1
     assert "Holm" in (out / "results.md").read_text()
     # Resume: every run is read back, nothing is trained again.
-    stamp = (out / "runs" / "none" / "fold0_seed0.json").stat().st_mtime_ns
+    stamp = (out / "runs" / "none" / "fold3_seed0.json").stat().st_mtime_ns
     assert cli(["compare", *argv]) == 0
-    assert (out / "runs" / "none" / "fold0_seed0.json").stat().st_mtime_ns == stamp
+    assert (out / "runs" / "none" / "fold3_seed0.json").stat().st_mtime_ns == stamp
     assert json.loads((out / "results.json").read_text())["scopes"] == results["scopes"]
     # Killed after a run finished training but before its record was written: the job's training step is skipped
     # (its provenance says finished), and its rank evaluation resumes on the same adapter.
-    record_file = out / "runs" / "none" / "fold0_seed0.json"
+    record_file = out / "runs" / "none" / "fold3_seed0.json"
     recorded = json.loads(record_file.read_text())
-    adapter = (out / "work" / "none" / "fold0_seed0" / "adapter" / "adapter_model.safetensors").read_bytes()
+    adapter = (out / "work" / "none" / "fold3_seed0" / "adapter" / "adapter_model.safetensors").read_bytes()
     record_file.unlink()
     assert cli(["compare", *argv]) == 0
     again = json.loads(record_file.read_text())
     assert again["learner_info"]["rank_eval"] == recorded["learner_info"]["rank_eval"]
-    assert (out / "work" / "none" / "fold0_seed0" / "adapter" / "adapter_model.safetensors").read_bytes() == adapter
-    train_log = (out / "work" / "none" / "fold0_seed0.train.log").read_text()
+    assert (out / "work" / "none" / "fold3_seed0" / "adapter" / "adapter_model.safetensors").read_bytes() == adapter
+    train_log = (out / "work" / "none" / "fold3_seed0.train.log").read_text()
     assert train_log.count("$ ") == 1 and train_log.count("-m rescue_train launch") == 1  # launched once only
     # Classifiers and LLMs in one table, each strategy tested against the `none` of its own kind.
-    cls_argv = ["recipe=ssp_cls", "strategies=[inverse_freq]", "test_folds=[0,1]", f"output_dir={tmp_path / 'cls'}",
+    cls_argv = ["recipe=ssp_cls", "strategies=[inverse_freq]", "test_folds=[3,4]", f"output_dir={tmp_path / 'cls'}",
                 "evaluation.bootstrap=50", "evaluation.permutations=100", "plots=false"]
     assert cli(["compare", *cls_argv]) == 0
     assert cli(["compare", f"merge=[{out},{tmp_path / 'cls'}]", f"output_dir={tmp_path / 'all'}", "plots=false"]) == 0
@@ -249,7 +250,7 @@ def test_lora_compare_tiny_two_strategies_two_folds_end_to_end(sequential, tmp_p
 
 
 def _records(out: Path) -> dict:
-    return {fold: json.loads((out / "runs" / "none" / f"fold{fold}_seed0.json").read_text()) for fold in (0, 1)}
+    return {fold: json.loads((out / "runs" / "none" / f"fold{fold}_seed0.json").read_text()) for fold in (3, 4)}
 
 
 def _without_scores(predictions: list[dict]) -> list[dict]:
@@ -273,7 +274,7 @@ def _rerun_none_runs(out: Path, extra: list[str]) -> dict:
         shutil.rmtree(out / "work" / "none")
         assert cli(["compare", *TINY_LORA, "strategies=[none]", f"output_dir={out}", *extra]) == 0
         mine = _records(out)
-        for fold in (0, 1):
+        for fold in (3, 4):
             assert mine[fold]["learner_info"]["rank_eval"]["prediction_hash"] == \
                 theirs[fold]["learner_info"]["rank_eval"]["prediction_hash"]
             assert _without_scores(mine[fold]["predictions"]) == _without_scores(theirs[fold]["predictions"])
