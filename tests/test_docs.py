@@ -16,8 +16,9 @@ The CPU form is made by general rules, not per line, so that docs written later 
   protocol (tests/evaluation_helpers.py), also where a ``*backend=openai`` names none; keys come from the
   environment as the docs say;
 * budgets: one training step of one instance (a transformer classifier: two steps of two), two instances per
-  task (``limit=2``), one seed, fold and strategy per comparison, one test fold per cross-validation (for LoRA
-  runs the split's last, the smallest), BERTScore with the MiniLM model of the dev extras; a benchmark script's
+  task (``limit=2``), one seed, fold and strategy per comparison (a classifier's: two folds), one test fold per
+  cross-validation without its zero-shot baseline (the whole benchmark; tests/cv/test_cv_e2e.py runs it), the
+  split's last folds (the smallest), BERTScore with the MiniLM model of the dev extras; a benchmark script's
   smallest run (``BENCH_BUDGETS``: the tiny model, one round) and none that starts vLLM engines;
 * skipped, with the reason: installs, uploads, servers, the GPU check, fragments (``... key=value``) and
   commands that read files of the reader's own (``human_scores.csv``).
@@ -234,9 +235,11 @@ class CpuForm:
                 extra += ["strategies=[none]", f"test_folds=[{self.last_fold(text)}]", "train.max_steps=1",
                           "train.batch_size=1", "train.grad_accum=1"]
             else:
-                extra += ["test_folds=[0,1]"] + ([] if "strategies=[" in text else ["strategies=[inverse_freq]"])
+                last = self.last_fold(text)  # with the LoRA comparisons' fold, so that merge finds a common one
+                extra += [f"test_folds=[{last - 1},{last}]"] + ([] if "strategies=[" in text else ["strategies=[inverse_freq]"])
         elif kind == "cv":  # one test fold of one training step; the fold's instances are all predicted (no limit)
-            extra += [f"folds=[{self.last_fold(text)}]", "train.max_steps=1", "train.batch_size=1", "train.grad_accum=1"]
+            extra += [f"folds=[{self.last_fold(text)}]", "baseline=none", "train.max_steps=1", "train.batch_size=1",
+                      "train.grad_accum=1", "train.eval_steps=0"]
             if "eval.bertscore=none" not in text:
                 extra += [f"eval.bertscore.model={self.minilm}", "eval.bertscore.num_layers=6"]
         elif kind in BENCH_BUDGETS:

@@ -1,5 +1,5 @@
 """``rescue-train compare recipe=*_lora``: LLM strategies, their training and rank-evaluation commands, and
-an end-to-end comparison of two strategies on two folds with the tiny model (accelerate launch, resume,
+an end-to-end comparison of two strategies on one fold with the tiny model (accelerate launch, resume,
 dry run)."""
 
 import json
@@ -161,10 +161,11 @@ def test_a_failed_lora_run_is_reported_with_its_logs_tail(tmp_path, capsys):
     assert not (out / "runs" / "none" / "fold0_seed0.json").exists()
 
 
-# One LoRA comparison on the tiny model (two strategies, two folds, one step each), run one run after another; the
-# executor tests below run the `none` half of it again, in parallel and on SLURM. Folds 3 and 4 are small ones
-# (fold 0 holds the bundled data's family unit).
-TINY_LORA = ["recipe=ssp_lora", "model=tiny", "test_folds=[3,4]", "seeds=[0]", f"launch.config_file={CPU_CONFIG}",
+# One LoRA comparison on the tiny model (two strategies on one fold, one step each), run one run after another; the
+# executor tests below run it again, in parallel and on SLURM. Fold 2 of three holds two couples (a paired test
+# with 2^2 unit swaps) and few instances (fold 0 holds the bundled data's family unit); pooling folds is the
+# classifier comparisons' code (tests/classifiers/test_compare.py).
+TINY_LORA = ["recipe=ssp_lora", "model=tiny", "data.folds=3", "test_folds=[2]", "seeds=[0]", f"launch.config_file={CPU_CONFIG}",
              "train.max_steps=1", "train.batch_size=2", "train.grad_accum=1", "train.max_length=1024",
              "train.report_to=[none]", "data.context=2", "evaluation.bootstrap=50", "evaluation.permutations=100"]
 
@@ -182,61 +183,61 @@ def sequential(tmp_path_factory):
     with contextlib.redirect_stdout(printed):
         assert cli(["compare", *argv, "dry_run=true"]) == 0
     dry = printed.getvalue()
-    assert (out / "runs" / "none" / "fold3_seed0.json").exists() and not (out / "results.json").exists()
+    assert (out / "runs" / "none" / "fold2_seed0.json").exists() and not (out / "results.json").exists()
     assert cli(["compare", *argv]) == 0
     return out, argv, dry
 
 
 @pytest.mark.slow
-def test_lora_compare_tiny_two_strategies_two_folds_end_to_end(sequential, tmp_path):
+def test_lora_compare_tiny_two_strategies_end_to_end(sequential, tmp_path):
     from rescue_train.classifiers.classifier import load_cls_rows
     from rescue_train.data.splits import SplitManifest
 
     out, argv, dry = sequential
     # Dry run: nothing was finished, so it trained the first run to time it.
-    assert "4 runs (2 strategies x folds x 1 seeds): 1 finished, 3 to run; about" in dry
+    assert "2 runs (2 strategies x folds x 1 seeds): 1 finished, 1 to run; about" in dry
     results = json.loads((out / "results.json").read_text())
     assert results["learner"] == "lora" and list(results["strategies"]) == ["none", "sqrt_sampling_sqrt_weights"]
-    assert results["folds"] == [3, 4]
+    assert results["folds"] == [2]
     manifest = SplitManifest.load(out / "data" / "split_manifest.json")
-    tested = {r["id"] for r in load_cls_rows(out / "data", "ssp") if manifest.assignment[r["unit"]] in (3, 4)}
+    tested = {r["id"] for r in load_cls_rows(out / "data", "ssp") if manifest.assignment[r["unit"]] == 2}
     assert results["scopes"]["both"]["n"] == len(tested)
     tests = results["scopes"]["both"]["strategies"]["sqrt_sampling_sqrt_weights"]["vs_none"]["macro_f1"]
     assert tests["test"] == f"exact: all 2^{results['scopes']['both']['units']} = " \
                             f"{2 ** results['scopes']['both']['units']} unit swap patterns"
     assert tests["p_holm"] >= tests["p_value"]
-    record = json.loads((out / "runs" / "sqrt_sampling_sqrt_weights" / "fold4_seed0.json").read_text())
+    record = json.loads((out / "runs" / "sqrt_sampling_sqrt_weights" / "fold2_seed0.json").read_text())
     assert record["learner_info"]["balance"] == ["balance.strategy=sqrt_sampling_sqrt_weights"]
     assert record["learner_info"]["manifest_hash"] == manifest.hash
     assert {p["id"] for p in record["predictions"]} <= tested
     first = record["predictions"][0]
     assert sorted(first["prediction"]) == sorted(first["label_scores"]) and first["parse_status"] == "ok"
-    run_dir = out / "work" / "sqrt_sampling_sqrt_weights" / "fold4_seed0"
-    log = (run_dir.parent / "fold4_seed0.train.log").read_text()
-    assert f"--config_file {CPU_CONFIG}" in log and "data.test_fold=4" in log
+    run_dir = out / "work" / "sqrt_sampling_sqrt_weights" / "fold2_seed0"
+    log = (run_dir.parent / "fold2_seed0.train.log").read_text()
+    assert f"--config_file {CPU_CONFIG}" in log and "data.test_fold=2" in log
     assert (run_dir / "adapter" / "adapter_config.json").exists() and not (run_dir / "checkpoints").exists()
     provenance = json.loads((run_dir / "provenance.json").read_text())
     assert provenance["status"] == "finished" and provenance["global_step"] == 1
     assert "Holm" in (out / "results.md").read_text()
     # Resume: every run is read back, nothing is trained again.
-    stamp = (out / "runs" / "none" / "fold3_seed0.json").stat().st_mtime_ns
+    stamp = (out / "runs" / "none" / "fold2_seed0.json").stat().st_mtime_ns
     assert cli(["compare", *argv]) == 0
-    assert (out / "runs" / "none" / "fold3_seed0.json").stat().st_mtime_ns == stamp
+    assert (out / "runs" / "none" / "fold2_seed0.json").stat().st_mtime_ns == stamp
     assert json.loads((out / "results.json").read_text())["scopes"] == results["scopes"]
     # Killed after a run finished training but before its record was written: the job's training step is skipped
     # (its provenance says finished), and its rank evaluation resumes on the same adapter.
-    record_file = out / "runs" / "none" / "fold3_seed0.json"
+    record_file = out / "runs" / "none" / "fold2_seed0.json"
     recorded = json.loads(record_file.read_text())
-    adapter = (out / "work" / "none" / "fold3_seed0" / "adapter" / "adapter_model.safetensors").read_bytes()
+    adapter = (out / "work" / "none" / "fold2_seed0" / "adapter" / "adapter_model.safetensors").read_bytes()
     record_file.unlink()
     assert cli(["compare", *argv]) == 0
     again = json.loads(record_file.read_text())
     assert again["learner_info"]["rank_eval"] == recorded["learner_info"]["rank_eval"]
-    assert (out / "work" / "none" / "fold3_seed0" / "adapter" / "adapter_model.safetensors").read_bytes() == adapter
-    train_log = (out / "work" / "none" / "fold3_seed0.train.log").read_text()
+    assert (out / "work" / "none" / "fold2_seed0" / "adapter" / "adapter_model.safetensors").read_bytes() == adapter
+    train_log = (out / "work" / "none" / "fold2_seed0.train.log").read_text()
     assert train_log.count("$ ") == 1 and train_log.count("-m rescue_train launch") == 1  # launched once only
     # Classifiers and LLMs in one table, each strategy tested against the `none` of its own kind.
-    cls_argv = ["recipe=ssp_cls", "strategies=[inverse_freq]", "test_folds=[3,4]", f"output_dir={tmp_path / 'cls'}",
+    cls_argv = ["recipe=ssp_cls", "strategies=[inverse_freq]", "data.folds=3", "test_folds=[2]", f"output_dir={tmp_path / 'cls'}",
                 "evaluation.bootstrap=50", "evaluation.permutations=100", "plots=false"]
     assert cli(["compare", *cls_argv]) == 0
     assert cli(["compare", f"merge=[{out},{tmp_path / 'cls'}]", f"output_dir={tmp_path / 'all'}", "plots=false"]) == 0
@@ -249,40 +250,42 @@ def test_lora_compare_tiny_two_strategies_two_folds_end_to_end(sequential, tmp_p
     assert both["strategies"]["sklearn:inverse_freq"]["vs_none"]["macro_f1"]["reference"] == "sklearn:none"
 
 
+STRATEGY = "sqrt_sampling_sqrt_weights"
+
+
 def _records(out: Path) -> dict:
-    return {fold: json.loads((out / "runs" / "none" / f"fold{fold}_seed0.json").read_text()) for fold in (3, 4)}
+    return {name: json.loads((out / "runs" / name / "fold2_seed0.json").read_text()) for name in ("none", STRATEGY)}
 
 
 def _without_scores(predictions: list[dict]) -> list[dict]:
     return [{k: v for k, v in p.items() if k != "label_scores"} for p in predictions]
 
 
-def _rerun_none_runs(out: Path, extra: list[str]) -> dict:
-    """The sequential comparison's `none` runs done again in its own folder (so every path is the same) under
-    other launch settings; the folder is put back as it was afterwards. Returns the new records after checking
-    that they predict exactly what the sequential ones did: the same prediction hash (it covers the adapter's
-    weights, byte for byte, and every setting) and the same ranked predictions, every log-likelihood equal to
-    float32 rounding (runs sharing the machine get fewer threads each, and a float32 matrix product split over
-    another number of threads may round its last bit otherwise)."""
+def _rerun(out: Path, extra: list[str]) -> dict:
+    """The sequential comparison's two runs done again in its own folder (so every path is the same) under other
+    launch settings; the folder is put back as it was afterwards. Returns the new records after checking that they
+    predict exactly what the sequential ones did: the same prediction hash (it covers the adapter's weights, byte
+    for byte, and every setting) and the same ranked predictions, every log-likelihood equal to float32 rounding
+    (runs sharing the machine get fewer threads each, and a float32 matrix product split over another number of
+    threads may round its last bit otherwise)."""
     import shutil
 
     theirs = _records(out)
     kept = out.with_name(out.name + "-kept")
     shutil.copytree(out, kept, symlinks=True)
     try:
-        shutil.rmtree(out / "runs" / "none")
-        shutil.rmtree(out / "work" / "none")
-        assert cli(["compare", *TINY_LORA, "strategies=[none]", f"output_dir={out}", *extra]) == 0
+        shutil.rmtree(out / "runs")
+        shutil.rmtree(out / "work")
+        assert cli(["compare", *TINY_LORA, f"strategies=[{STRATEGY}]", f"output_dir={out}", *extra]) == 0
         mine = _records(out)
-        for fold in (3, 4):
-            assert mine[fold]["learner_info"]["rank_eval"]["prediction_hash"] == \
-                theirs[fold]["learner_info"]["rank_eval"]["prediction_hash"]
-            assert _without_scores(mine[fold]["predictions"]) == _without_scores(theirs[fold]["predictions"])
-            for new, old in zip(mine[fold]["predictions"], theirs[fold]["predictions"]):
+        for name in mine:
+            assert mine[name]["learner_info"]["rank_eval"]["prediction_hash"] == \
+                theirs[name]["learner_info"]["rank_eval"]["prediction_hash"]
+            assert _without_scores(mine[name]["predictions"]) == _without_scores(theirs[name]["predictions"])
+            for new, old in zip(mine[name]["predictions"], theirs[name]["predictions"]):
                 assert new["label_scores"] == pytest.approx(old["label_scores"], rel=1e-6, abs=1e-5)
-            mine[fold]["provenance"] = json.loads((out / "work" / "none" / f"fold{fold}_seed0" /
-                                                   "provenance.json").read_text())
-            mine[fold]["rank_results"] = json.loads(Path(mine[fold]["learner_info"]["rank_eval"]["results"]).read_text())
+            mine[name]["provenance"] = json.loads((out / "work" / name / "fold2_seed0" / "provenance.json").read_text())
+            mine[name]["rank_results"] = json.loads(Path(mine[name]["learner_info"]["rank_eval"]["results"]).read_text())
         return mine
     finally:
         shutil.rmtree(out)
@@ -293,7 +296,7 @@ def _rerun_none_runs(out: Path, extra: list[str]) -> dict:
 def test_lora_runs_in_parallel_predict_what_they_predict_one_after_another(sequential):
     from rescue_train.executor import usable_cpus
 
-    records = _rerun_none_runs(sequential[0], ["launch.parallel=2", "launch.gpus_per_run=0"])
+    records = _rerun(sequential[0], ["launch.parallel=2", "launch.gpus_per_run=0"])
     threads = str(max(1, len(usable_cpus()) // 2))
     for record in records.values():
         executor = record["learner_info"]["executor"]
@@ -303,7 +306,7 @@ def test_lora_runs_in_parallel_predict_what_they_predict_one_after_another(seque
 
 @pytest.mark.slow
 def test_lora_runs_on_slurm_predict_what_they_predict_locally(sequential, slurm):
-    records = _rerun_none_runs(sequential[0], slurm)
+    records = _rerun(sequential[0], slurm)
     jobs = set()
     for record in records.values():
         executor = record["learner_info"]["executor"]

@@ -200,12 +200,25 @@ def test_report_card_and_zero_shot_read_the_pooled_results(finished, capsys):
     assert "fold-1 model of a cross-validation" in card
 
 
+def _same_predictions(mine: list[dict], theirs: list[dict]) -> None:
+    """The same records, each log-likelihood equal to float32 rounding: a SLURM job here has one thread, a local job
+    all the cores, and a float32 matrix product split over another number of threads may round its last bit
+    otherwise."""
+    assert [{k: v for k, v in r.items() if k != "loglik"} for r in mine] == \
+        [{k: v for k, v in r.items() if k != "loglik"} for r in theirs]
+    for new, old in zip(mine, theirs):
+        if old.get("loglik") is None:  # a generated answer
+            assert new.get("loglik") is None, new["id"]
+        else:
+            assert new["loglik"] == pytest.approx(old["loglik"], rel=1e-6, abs=1e-5), new["id"]
+
+
 def test_the_same_cv_on_slurm_pools_the_same_predictions(finished, slurm):
     """Issue 27: results never depend on the executor. Folds 0 and 2 of the cv above (trained and evaluated one job
     after another here; fold 1's training was killed and resumed, so it is left out) run again from scratch in
     the same folder (every path the same), each training and evaluation a job of the local one-node SLURM cluster
     (tests/slurm_helpers.py; skipped, saying why, where there is none): the same adapters byte for byte, the same
-    prediction hashes and records. The folder is put back as it was afterwards."""
+    prediction hashes, rankings and answers. The folder is put back as it was afterwards."""
     import shutil
 
     out, _ = finished
@@ -233,10 +246,11 @@ def test_the_same_cv_on_slurm_pools_the_same_predictions(finished, slurm):
             mine, theirs = _results(out / "eval" / f"fold{fold}"), _results(kept / "eval" / f"fold{fold}")
             assert mine["executor"]["kind"] == "slurm"
             # The prediction hash covers the adapter's weights byte for byte and every setting.
-            assert mine["prediction_hash"] == theirs["prediction_hash"] and mine["records"] == theirs["records"]
+            assert mine["prediction_hash"] == theirs["prediction_hash"]
+            _same_predictions(mine["records"], theirs["records"])
         pooled = _results(out)
         assert json.loads((out / "split_manifest.json").read_text())["hash"] == local["manifest"]
-        assert pooled["records"] == [r for r in local["pooled"]["records"] if r["fold"] in (0, 2)]
+        _same_predictions(pooled["records"], [r for r in local["pooled"]["records"] if r["fold"] in (0, 2)])
         assert sorted({r["fold"] for r in pooled["records"]}) == [0, 2]
     finally:
         shutil.rmtree(out, ignore_errors=True)
