@@ -12,10 +12,17 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 
 
+# The longest test files, longest first (``pytest --durations=0`` on two cores): the docs' command blocks, which run
+# in order in one worker, then the end-to-end runs.
+LONGEST = ("test_docs.py", "test_compare_lora.py", "test_cv_e2e.py", "test_vllm.py", "test_resume.py",
+           "test_adapter_serving.py", "test_gpu_check.py")
+
+
 def pytest_collection_modifyitems(items):
-    """The docs' command blocks run in order, in one worker (scripts/test.sh: ``--dist loadfile``), and take the
-    longest of any file: they go first, so the other workers share the rest meanwhile."""
-    items.sort(key=lambda item: item.path.name != "test_docs.py")  # a stable sort: every other order is kept
+    """Each test file runs whole in one worker (scripts/test.sh: ``--dist loadfile``); the longest go first, so
+    that the workers share the short ones at the end and finish together."""
+    rank = {name: i for i, name in enumerate(LONGEST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST)))  # a stable sort: every other order is kept
 
 
 @pytest.fixture(scope="session")
