@@ -4,12 +4,13 @@ The statistics are :mod:`rescue_train.scoring.uncertainty`'s, the metrics :mod:`
 this module joins them. The cluster of a record is its split unit (``unit``: a couple or a family).
 
 * :func:`result_uncertainty`: ``{scope: {metric: entry}}`` for every metric of ``aggregate`` that is a number
-  (counts aside): a mean over records (``metrics.record_values``) gets its CR1 standard error and t interval;
-  any other metric (``metrics.resampled_metrics``) a percentile cluster bootstrap that resamples units within
-  scenario. Each entry's estimate is checked to be the aggregate's value.
+  (counts aside): a mean over records (``metrics.record_values``) gets its CR2 standard error and an interval
+  inside its range (``uncertainty.clustered_mean``); any other metric (``metrics.resampled_metrics``) an
+  expanded percentile cluster bootstrap that resamples units within scenario. Each entry's estimate is checked to be the aggregate's value.
 * :func:`paired_differences`: one result minus another on the instances both scored, per scope and metric:
-  for a mean, the CR1 estimator over per-instance differences and its t test (G-1 df); otherwise the cluster
-  bootstrap of the difference (both results on the same draws) and its bootstrap p.
+  for a mean, the same estimator over per-instance differences (range [lo - hi, hi - lo]) and its t test
+  (Bell-McCaffrey df); otherwise the cluster bootstrap of the difference (both results on the same draws) and
+  its bootstrap p.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from .metrics import SCOPES, aggregate, metric_value, record_values, resampled_metrics, scope_labels
-from .uncertainty import (BOOTSTRAP_DRAWS, BOOTSTRAP_SEED, Bootstrap, cluster_bootstrap, cluster_index,
-                          clustered_mean, no_interval, stream_seed)
+from .uncertainty import (BOOTSTRAP_DRAWS, BOOTSTRAP_SEED, MIN_CLUSTERS, Bootstrap, cluster_bootstrap, cluster_index,
+                          clustered_mean, natural_bounds, no_interval, stream_seed)
 
 # Numbers of an aggregate that count things rather than measure them: no interval.
 COUNTS = ("n", "parse_failures", "truncated", "refused", "empty", "judged", "judge_failures", "tp", "fp", "fn", "tn")
@@ -71,13 +72,23 @@ def covered_metrics(task: str, records: Sequence[dict]) -> list[str]:
 
 
 def _means(task: str, scope: str, values: dict[str, list], index: np.ndarray, wanted: Sequence[str],
-           expected: dict[str, float] | None, test: bool) -> dict[str, dict]:
+           expected: dict[str, float] | None, test: bool,
+           ranges: dict[str, tuple[float, float] | None] | None = None) -> dict[str, dict]:
+    """Each wanted mean's entry; ``ranges`` (metric -> its range) keeps the interval inside it (default:
+    ``natural_bounds`` of the values)."""
     out = {}
     for metric in wanted:
         kept = [(v, i) for v, i in zip(values[metric], index) if v is not None]
-        entry = clustered_mean([v for v, _ in kept], [i for _, i in kept], test=test, where=scope)
+        bounds = ranges[metric] if ranges and metric in ranges else "natural"
+        entry = clustered_mean([v for v, _ in kept], [i for _, i in kept], bounds=bounds, test=test, where=scope)
         out[metric] = _checked(task, scope, metric, entry, None if expected is None else expected[metric])
     return out
+
+
+def _difference_range(values: Sequence[float | None]) -> tuple[float, float] | None:
+    """The range of a difference of two means whose values lie in [lo, hi]: [lo - hi, hi - lo]."""
+    bounds = natural_bounds([v for v in values if v is not None])
+    return None if bounds is None else (bounds[0] - bounds[1], bounds[1] - bounds[0])
 
 
 def _bootstrapped(task: str, scope: str, statistic, names: list[str], strata: np.ndarray, n: int,
@@ -90,10 +101,10 @@ def _bootstrapped(task: str, scope: str, statistic, names: list[str], strata: np
         values = statistic(counts)
         return np.stack([values[m] for m in names])
 
-    drawn = cluster_bootstrap(chosen, strata, draws=BOOTSTRAP_DRAWS, seed=seed, where=scope)
+    drawn = cluster_bootstrap(chosen, strata, draws=BOOTSTRAP_DRAWS, seed=seed, where=scope, minimum=MIN_CLUSTERS)
     if not isinstance(drawn, Bootstrap):
         return {m: {**no_interval(drawn, estimate=expected[m], n=n, clusters=len(strata),
-                                  method="percentile cluster bootstrap"), **({"p": None} if test else {})}
+                                  method="expanded percentile cluster bootstrap"), **({"p": None} if test else {})}
                 for m in names}
     out = {}
     for i, metric in enumerate(names):
@@ -167,7 +178,8 @@ def paired_differences(task: str, records: Sequence[dict], reference: Sequence[d
             differences = {m: [None if a is None or b is None else a - b
                                for a, b in zip(values_mine[m], values_theirs[m])] for m in values_mine}
             entries = _means(task, scope, differences, index, [m for m in present if m in differences], None,
-                             test=True)
+                             test=True, ranges={m: _difference_range(values_mine[m] + values_theirs[m])
+                                                for m in differences})
 
             def statistic(counts, mine_stat=mine_stat, theirs_stat=theirs_stat):
                 a, b = mine_stat(counts), theirs_stat(counts)
