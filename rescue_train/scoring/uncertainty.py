@@ -17,8 +17,9 @@ so every interval here treats the cluster (the split unit), not the instance, as
   scenario keeps its own number of clusters; a stratum with one cluster is the same in every draw), the
   statistic is recomputed from how often each cluster was drawn, and the interval is the percentiles of
   the draws where the statistic is defined (``undefined_draws`` counts the others), taken at the level
-  that corrects the bootstrap's narrowness on few clusters (Hesterberg 2015, ``Bootstrap.level``): inside
-  the metric's range, since every draw is a value of the metric. Its SE is the draws' standard deviation.
+  that corrects the bootstrap's narrowness on few clusters (Hesterberg 2015, ``Bootstrap.level``) and
+  widened to the estimate -/+ z sd at that level where that reaches further (``Bootstrap.interval``), never
+  beyond the draws, so inside the metric's range since every draw is a value of the metric. Its SE is the draws' standard deviation.
   A paired difference is bootstrapped as one statistic (both results on the same draws) and its two-sided
   p is ``2 * min(#(d* <= 0) + 1, #(d* >= 0) + 1) / (draws + 1)`` (the percentile interval's inversion,
   never 0).
@@ -209,11 +210,21 @@ class Bootstrap:
         return float(1 - 2 * norm.sf(z))
 
     def interval(self, output: int, confidence: float = CONFIDENCE) -> list[float] | None:
+        """The expanded percentile interval, widened where needed to ``observed -/+ z sd`` at the same
+        expanded level (the percentiles of a skewed or biased ratio can sit off the estimate), and kept
+        within the draws' range, hence the metric's."""
+        from scipy.stats import norm
+
         kept = self.distribution[output][~np.isnan(self.distribution[output])]
         if not len(kept):
             return None
         alpha = (1 - self.level(confidence)) / 2
-        return [float(np.quantile(kept, alpha)), float(np.quantile(kept, 1 - alpha))]
+        low, high = (float(x) for x in np.quantile(kept, [alpha, 1 - alpha]))
+        observed = float(self.observed[output])
+        if len(kept) > 1 and not np.isnan(observed):
+            half = float(norm.isf(alpha) * np.std(kept, ddof=1))
+            low, high = max(min(low, observed - half), float(kept.min())), min(max(high, observed + half), float(kept.max()))
+        return [low, high]
 
     def p_value(self, output: int) -> float | None:
         """Two-sided bootstrap p of "the statistic is 0" (for a paired difference)."""
