@@ -34,7 +34,7 @@ from ..provenance import describe_split
 from ..data import taxonomy
 from ..io import check_record, read_json, write_json_atomic
 from ..scoring.metric_uncertainty import paired_differences, result_uncertainty
-from ..scoring.metrics import NO_ANSWER, RECORD_FIELDS, SCOPES, table5_row, task_labels, top1
+from ..scoring.metrics import NO_ANSWER, RECORD_FIELDS, SCOPES, table5_row, task_labels, task_metrics, top1
 from ..scoring.uncertainty import BOOTSTRAP_DRAWS, BOOTSTRAP_SEED, FEW_CLUSTERS, holm, minimal_detectable_difference
 from ..tasks import TASKS, ReportColumn, report_columns
 from .models import model_name
@@ -42,7 +42,6 @@ from .models import model_name
 ALPHA, POWER = 0.05, 0.8
 # What the tables read from an evaluation's results.json (its records, when it has them, are checked too).
 RESULTS_FIELDS = {"table5": dict, "aggregates": dict}
-EXPECTED_ACCURACY = "expected_accuracy"
 
 
 def load_results(path: str | Path, record_fields: dict[str, Any] = RECORD_FIELDS,
@@ -295,9 +294,10 @@ def failures(results: Sequence[dict[str, Any]]) -> str:
 # ---------------------------------------------------------------- paired comparisons and power
 
 def compared_metrics(task: str) -> list[str]:
-    """What a comparison tests per task: its table columns, and the expected accuracy of the rank protocol."""
+    """What a comparison tests per task: its table columns, and the metrics that name a header of their own
+    (the expected accuracy of the rank protocol, say)."""
     metrics = [c.metric for c in TASKS[task].report_columns]
-    return metrics + ([EXPECTED_ACCURACY] if TASKS[task].closed_set else [])
+    return metrics + [name for name, m in task_metrics(task).items() if m.header and name not in metrics]
 
 
 def reference_index(results: Sequence[dict[str, Any]], paths: Sequence[str], against: str | None) -> int:
@@ -344,8 +344,9 @@ def _display(task: str, metric: str) -> ReportColumn:
     for column in TASKS[task].report_columns:
         if column.metric == metric:
             return column
-    if metric == EXPECTED_ACCURACY:
-        return ReportColumn(f"{task}_expected_accuracy", metric, f"{task.upper()} expected acc.", 100)
+    shown = task_metrics(task).get(metric)
+    if shown is not None and shown.header:
+        return ReportColumn(f"{task}_{metric}", metric, f"{task.upper()} {shown.header}", shown.scale, shown.digits)
     return ReportColumn(f"{task}_{metric}", metric, f"{task.upper()} {metric}", 1, 3)
 
 
