@@ -5,9 +5,10 @@ shards are merged back. Answers that came back mostly empty are refused before a
 from __future__ import annotations
 
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from ..inference import make_backend
 from ..io import append_jsonl, read_json, read_jsonl, write_json_atomic
@@ -126,19 +127,16 @@ def merge_shards(folder: RunFolder, prediction_hash: str) -> None:
 def predict_sharded(cfg: EvalConfig, spec: ModelSpec, chosen: list[Variant], data: EvalData) -> None:
     """What every variant still lacks, predicted by ``cfg.data_parallel`` vLLM engine processes, each on its own
     GPU group of ``tensor_parallel_size`` GPUs (on CPU, its share of the cores) and each given a contiguous share
-    of the instances (a dialogue's instances stay together for the prefix cache). Each engine writes through
-    :func:`predict_variant` into shard folders that are merged into the variants' own: a kill loses nothing that
-    finished, and a rerun, with any ``data_parallel``, resumes. A failed engine is reported with its log's tail,
-    after the others finish."""
+    of the instances (a dialogue's instances stay together for the prefix cache). The engines are jobs of
+    :func:`rescue_train.executor.run_jobs` (local). Each engine writes through :func:`predict_variant` into shard
+    folders that are merged into the variants' own: a kill loses nothing that finished, and a rerun, with any
+    ``data_parallel``, resumes. A failed engine is reported with its log's tail, after the others finish."""
     import math
-    import os
     import pickle
-    import subprocess
     import sys
-    import time
     from dataclasses import replace
 
-    from ..executor import local_slots, visible_gpus
+    from ..executor import ExecutorSettings, Job, Step, run_jobs, visible_gpus
 
     instances = [inst for task in cfg.tasks for inst in data.instances[task]]
     work = []
@@ -154,54 +152,62 @@ def predict_sharded(cfg: EvalConfig, spec: ModelSpec, chosen: list[Variant], dat
         return
     engines = min(cfg.data_parallel, len(instances))
     size = math.ceil(len(instances) / engines)
-    slots = local_slots(engines, cfg.tensor_parallel_size if visible_gpus() else 0)
     logs = (chosen[0].output if len(chosen) == 1 else chosen[0].output.parent) / "data_parallel"
     logs.mkdir(parents=True, exist_ok=True)
     shard_cfg = replace(cfg, data_parallel=1, progress=False, overwrite=False)
-    started, outputs = [], []
-    for k, slot in enumerate(slots):
+    jobs, outputs = [], []
+    for k in range(engines):
         part = {i.id for i in instances[k * size:(k + 1) * size]}
-        jobs = []
+        shares = []
         for variant, _, prediction_hash, todo in work:
             mine = part & todo
             if mine:
                 shard = Variant(variant.name, variant.adapter, variant.output / f"{SHARDS}{prediction_hash}" /
                                 f"shard{k}", variant.provenance)
-                jobs.append((shard, replace(data, instances={t: [i for i in data.instances[t] if i.id in mine]
-                                                             for t in cfg.tasks})))
+                shares.append((shard, replace(data, instances={t: [i for i in data.instances[t] if i.id in mine]
+                                                               for t in cfg.tasks})))
                 outputs.append(shard.output / "predictions.jsonl")
-        if not jobs:
+        if not shares:
             continue
         request = logs / f"engine{k}.pickle"
-        request.write_bytes(pickle.dumps((shard_cfg, spec, jobs)))
-        with open(logs / f"engine{k}.log", "w", encoding="utf-8") as log:
-            started.append((k, subprocess.Popen([sys.executable, "-c", ENGINE, str(request)], stdout=log,
-                                                stderr=subprocess.STDOUT,
-                                                env={**os.environ, **slot.env(cfg.tensor_parallel_size)})))
-    try:
-        with progress(total, f"predict ({len(started)} engines)", cfg.progress) as bar:
-            while True:
-                running = any(process.poll() is None for _, process in started)
-                count = sum(path.read_bytes().count(b"\n") for path in outputs if path.exists())
-                bar.update(count - bar.n)
-                if not running:
-                    break
-                time.sleep(1.0)
-    except BaseException:  # stop the engines; what they finished is merged on the next run
-        for _, process in started:
-            process.terminate()
-        raise
+        request.write_bytes(pickle.dumps((shard_cfg, spec, shares)))
+        jobs.append(Job(f"data-parallel engine {k}", [Step([sys.executable, "-c", ENGINE, str(request)],
+                                                           logs / f"engine{k}.log")],
+                        ranks=cfg.tensor_parallel_size))
+    launch = ExecutorSettings("local", engines, cfg.tensor_parallel_size if visible_gpus() else 0)
+    with progress(total, f"predict ({len(jobs)} engines)", cfg.progress) as bar, _counting(bar, outputs):
+        outcomes = run_jobs(jobs, launch, logs, title="data-parallel engines", progress=False)
     for _, folder, prediction_hash, _ in work:
         merge_shards(folder, prediction_hash)
-    failed = [(k, process.returncode) for k, process in started if process.returncode != 0]
+    failed = [outcome.message for outcome in outcomes if outcome.state == "failed"]
     if failed:
-        from ..executor import log_tail
+        raise ValueError("; ".join(failed) + "\nFinished instances are kept: rerun to resume.")
+    for job in jobs:
+        Path(job.steps[0].argv[-1]).unlink(missing_ok=True)
 
-        raise ValueError("; ".join(f"data-parallel engine {k} failed (exit status {status}); the end of "
-                                   f"{logs / f'engine{k}.log'}:\n{log_tail(logs / f'engine{k}.log')}"
-                                   for k, status in failed) + "\nFinished instances are kept: rerun to resume.")
-    for k, _ in started:
-        (logs / f"engine{k}.pickle").unlink(missing_ok=True)
+
+@contextmanager
+def _counting(bar, outputs: list[Path]) -> Iterator[None]:
+    """While the block runs, ``bar`` follows the lines the engines have written to ``outputs`` (once a second)."""
+    import threading
+
+    def count() -> None:
+        bar.update(sum(path.read_bytes().count(b"\n") for path in outputs if path.exists()) - bar.n)
+
+    stop = threading.Event()
+
+    def follow() -> None:
+        while not stop.wait(1.0):
+            count()
+
+    thread = threading.Thread(target=follow, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        count()
 
 
 def predict_shard(request: str) -> None:
