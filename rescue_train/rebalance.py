@@ -77,6 +77,12 @@ WEIGHTS: dict[str, Callable[[Sequence[int], float], np.ndarray]] = {
     "effective": effective_number_weights,
 }
 
+# sampling values and what they mean (each learner draws them its own way: indices, or draw probabilities)
+SAMPLING = {"balanced": "every class drawn equally often", "sqrt": "class c drawn with probability ~ sqrt(n_c)",
+            "oversample": "random oversampling of every class to the largest (imbalanced-learn)",
+            "undersample": "random undersampling of every class to the smallest (imbalanced-learn)",
+            "smote": "SMOTE: synthetic examples of the smaller classes (imbalanced-learn)"}
+
 # ----------------------------------------------------------------------------------------------- losses
 
 
@@ -286,12 +292,6 @@ def class_weights(strategy: Strategy, counts: Sequence[int], beta: float) -> np.
     """The strategy's per-class weights from the training counts, or None for unweighted training."""
     return None if strategy.class_weights == NONE else WEIGHTS[strategy.class_weights](counts, beta)
 
-
-# sampling values and what they mean (each learner draws them its own way: indices, or draw probabilities)
-SAMPLING = {"balanced": "every class drawn equally often", "sqrt": "class c drawn with probability ~ sqrt(n_c)",
-            "oversample": "random oversampling of every class to the largest (imbalanced-learn)",
-            "undersample": "random undersampling of every class to the smallest (imbalanced-learn)",
-            "smote": "SMOTE: synthetic examples of the smaller classes (imbalanced-learn)"}
 
 for _strategy in (
     Strategy("none", "no rebalancing: plain loss on the data as it is"),
