@@ -130,14 +130,16 @@ def score_test_interval(values: np.ndarray, index: np.ndarray, count: int, t: fl
 
 def bounded_interval(values: np.ndarray, index: np.ndarray, count: int, se: float, t: float,
                      bounds: tuple[float, float] | None) -> list[float]:
-    """The interval of the mean of ``values`` (CR2 ``se``, t quantile ``t``). Unbounded: ``mean -/+ t se``.
+    """The interval of the mean of ``values`` (CR2 ``se``, t quantile ``t``). Unbounded or half-open:
+    ``mean -/+ t se`` (cut at a finite bound).
     Bounded: the hull of two score-type intervals that bend away from a bound the way a rate's sampling
     distribution does, clipped to the range (each alone falls short of the target for skewed rates):
     Wilson's on the effective sample size (with the design effect taken as at least 1: a cluster-robust SE
     below the unclustered one on few clusters is noise) and the inverted cluster-robust score test."""
     mean = float(values.mean())
-    if bounds is None:
-        return [mean - t * se, mean + t * se]
+    if bounds is None or not np.all(np.isfinite(bounds)):  # no range, or a half-open one (a length: [0, inf))
+        low, high = bounds or (-np.inf, np.inf)
+        return [float(max(low, mean - t * se)), float(min(high, mean + t * se))]
     low, high = bounds
     width = high - low
     unclustered = np.sqrt(values.var(ddof=1) / len(values)) if len(values) > 1 else 0.0
@@ -171,7 +173,7 @@ def clustered_mean(values: Sequence[float], clusters: Sequence, *, bounds: tuple
            "ci": bounded_interval(values, index, count, se, t, bounds),
            "clusters": count, "n": n, "method": method, "confidence": confidence, "few_clusters": count < FEW_CLUSTERS}
     if bounds:
-        out["range"] = list(bounds)
+        out["range"] = [float(b) for b in bounds]
     if test:
         # No spread at all: the t statistic's limits (identical results: 1; a constant nonzero difference: 0).
         out["p"] = (1.0 if estimate == 0 else 0.0) if se == 0 else float(2 * student_t.sf(abs(estimate) / se, df))

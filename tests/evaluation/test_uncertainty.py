@@ -81,6 +81,9 @@ def test_a_rate_interval_stays_in_its_range_by_hand():
     # Unbounded (a length): mean -/+ t se.
     length = clustered_mean([10 * v for v in values], [str(i) for i in range(10)])
     assert "range" not in length and length["ci"] == pytest.approx([2 - t * 4 / 3, 2 + t * 4 / 3])
+    # A half-open range (a length: [0, inf), the Metric's): the t interval cut at 0.
+    length = clustered_mean([10 * v for v in values], [str(i) for i in range(10)], bounds=(0.0, math.inf))
+    assert length["ci"] == pytest.approx([0.0, 2 + t * 4 / 3])
 
 
 def test_a_mean_on_its_bound_counts_each_cluster_once():
