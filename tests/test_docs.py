@@ -127,7 +127,7 @@ SKIPS = [  # (pattern, reason): commands that cannot run in a CPU test
 BENCH_BUDGETS = {
     "bench_convert.py": ["--sizes", "191", "--repeat", "1", "--long-mb"],
     "bench_eval.py": ["--limit", "2", "--repeats", "1"],
-    "bench_intervals.py": ["--simulations", "20", "--bootstrap-simulations", "2", "--draws", "200", "--clusters", "10",
+    "bench_intervals.py": ["--simulations", "10", "--bootstrap-simulations", "1", "--draws", "100", "--clusters", "10",
                            "--iccs", "0.2"],
     "bench_peers.py": ["--model", "tiny", "--per-task", "1", "--repeats", "1"],
     "bench_rank.py": ["--model", "tiny", "--per-task", "1", "--repeats", "1"],
