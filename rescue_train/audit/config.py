@@ -7,7 +7,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, List, Optional
 
 from ..inference import BACKENDS
-from ..inference.options import ApiOptions, EngineOptions, check_api, reasons
+from ..inference.factory import reasons
+from ..inference.options import ApiOptions, EngineOptions, check_api
 from ..scoring.judge import JUDGE_MAX_NEW_TOKENS
 from ..settings import meaning
 from .criteria import CRITERIA, EXPLORATORY_KEYS, GATE_KEY, IF_KEYS, OS_KEY
@@ -28,7 +29,7 @@ class AuditData:
 class AuditConfig(ApiOptions, EngineOptions):
     # The judge: any backend, as for eval; the API keys (base_url, token_param, structured, reasoning...) and
     # the local-engine keys (dtype, device, max_model_len...) are eval's own classes.
-    backend: str = field(default="hf", metadata=meaning("hf | vllm | openai"))
+    backend: str = field(default="hf", metadata=meaning(" | ".join(BACKENDS)))
     model: Optional[str] = field(default=None, metadata=meaning(
         "a local path, a hub name, 'tiny', or the served/API model name"))
     tokenizer: Optional[str] = field(default=None, metadata=meaning("default: the model's"))

@@ -17,6 +17,7 @@ from ..classifiers import balance
 from ..classifiers.classifier import BalanceSettings, TorchSettings
 from ..classifiers.classify_run import DataSettings, check_task, read_config
 from ..classifiers.sklearn_path import SklearnSettings
+from ..inference.factory import BACKENDS, backend_class
 from ..jobs import LaunchSettings, shaping_settings
 from ..settings import meaning
 
@@ -40,7 +41,7 @@ class EvalSettings:
 class RankSettings:
     """How each LoRA run's test fold is evaluated (``rescue-train eval run=RUN protocol=rank``)."""
 
-    backend: str = field(default="hf", metadata=meaning("hf | vllm"))
+    backend: str = field(default="hf", metadata=meaning(" | ".join(n for n, b in BACKENDS.items() if b.can_rank)))
     batch_size: int = field(default=8, metadata=meaning("prompts per scoring batch (hf)", low=1))
     rank_score: str = field(default="sum", metadata=meaning("sum = log P(answer and end of turn); mean = per token"))
     args: List[str] = field(default_factory=list, metadata=meaning(
@@ -141,8 +142,9 @@ def load_lora_config(recipe: str, overrides: Sequence[str]) -> CompareConfig:
         raise ValueError("data.answer_format must be label: the rank protocol scores each candidate's bare label")
     if resolved.data.split != "kfold":
         raise ValueError(f"data.split must be kfold: the comparison runs every test fold (got {resolved.data.split!r})")
-    if config.rank.backend not in ("hf", "vllm"):
-        raise ValueError(f"rank.backend must be hf or vllm (the rank protocol needs log-likelihoods), "
+    if not backend_class(config.rank.backend, "rank.backend").can_rank:
+        able = " or ".join(n for n, b in BACKENDS.items() if b.can_rank)
+        raise ValueError(f"rank.backend must be {able} (the rank protocol needs log-likelihoods), "
                          f"got {config.rank.backend!r}")
     training_config = asdict(resolved)
     for per_run in ("output_dir", "seed", "balance"):

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
+from ..inference.factory import BACKENDS, backend_class
 from ..jobs import LaunchSettings, shaping_settings
 from ..settings import ConfigError, compose, meaning
 
@@ -124,8 +125,9 @@ def load_config(overrides: Sequence[str]) -> CvConfig:
     if evaluation.protocol not in EVAL_PROTOCOLS:
         raise ConfigError(f"eval.protocol={evaluation.protocol}: a fine-tuned model is asked the prompts it trained "
                           f"on; use eval.protocol=rank (closed-set tasks ranked, the others generated) or sft")
-    if evaluation.backend not in ("hf", "vllm"):
-        raise ConfigError(f"eval.backend={evaluation.backend}: the fold adapters are loaded locally (hf or vllm)")
+    if backend_class(evaluation.backend, "eval.backend").remote:
+        local = " or ".join(n for n, b in BACKENDS.items() if not b.remote)
+        raise ConfigError(f"eval.backend={evaluation.backend}: the fold adapters are loaded locally ({local})")
     training_config = asdict(resolved)
     training_config.pop("output_dir")
     for per_run in ("test_fold", "manifest"):

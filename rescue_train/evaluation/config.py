@@ -19,7 +19,8 @@ from typing import Any, Optional, Sequence
 
 from ..data.config import DataConfig
 from ..inference import BACKENDS
-from ..inference.options import ApiOptions, EngineOptions, check_api, reasons
+from ..inference.factory import backend_class, reasons
+from ..inference.options import ApiOptions, EngineOptions, check_api
 from ..scoring.bertscore import BertScoreConfig
 from ..scoring.judge import VP_SCALES, JudgeConfig
 from ..scoring.metrics import JUDGE_ON_FAILURE
@@ -55,7 +56,7 @@ class EvalConfig(ApiOptions, EngineOptions):
     tokenizer: Optional[str] = field(default=None, metadata=meaning(
         "default: the adapter's own tokenizer files, else the model's"))
     include_base: bool = field(default=False, metadata=meaning("with adapters: also evaluate the base model"))
-    backend: str = field(default="hf", metadata=meaning("hf | vllm | openai"))
+    backend: str = field(default="hf", metadata=meaning(" | ".join(BACKENDS)))
     run: Any = field(default=None, metadata=meaning(
         "training run folders: their model, adapter, tokenizer and whole data configuration"))
     tasks: Any = field(default_factory=lambda: list(TASKS))
@@ -128,7 +129,7 @@ def load_config(overrides: Sequence[str]) -> EvalConfig:
     if runs:
         layers.append(inherited(runs, given))
     else:
-        trained = adapter_runs(as_list(given.get("adapter")), str(given.get("backend", "hf")))
+        trained = adapter_runs(as_list(given.get("adapter")), backend_class(str(given.get("backend", EvalConfig.backend))))
         trained += [r for r in [run_of_model(given.get("model"))] if r is not None]
         if trained:
             layers.append(split_of(trained, given))
@@ -225,11 +226,14 @@ def validate(cfg: EvalConfig) -> None:
         choose("tasks", task, tuple(TASKS))
     if not cfg.tasks:
         raise ValueError("tasks is empty")
-    if cfg.data_parallel < 1 or (cfg.data_parallel > 1 and cfg.backend != "vllm"):
+    backend = backend_class(cfg.backend)
+    if cfg.data_parallel < 1 or (cfg.data_parallel > 1 and not backend.data_parallel):
+        able = ", ".join(f"backend={n}" for n, b in BACKENDS.items() if b.data_parallel)
         raise ValueError(f"data_parallel={cfg.data_parallel}: it takes a count >= 1, and more than one engine only with "
-                         "backend=vllm (hf: batch_size; openai: concurrency)")
-    if cfg.protocol == "rank" and cfg.backend == "openai":
-        raise ValueError("protocol=rank needs the log-likelihood of given text: use backend=hf or vllm")
+                         f"{able} (hf: batch_size; openai: concurrency)")
+    if cfg.protocol == "rank" and not backend.can_rank:
+        able = " or ".join(n for n, b in BACKENDS.items() if b.can_rank)
+        raise ValueError(f"protocol=rank needs the log-likelihood of given text: use backend={able}")
     if cfg.judge.backend != "none" and not cfg.judge.model:
         raise ValueError("judge.model is required when judge.backend is set (e.g. judge.model=gpt-5.4)")
     budgets = cfg.max_new_tokens if isinstance(cfg.max_new_tokens, dict) else {"*": cfg.max_new_tokens}

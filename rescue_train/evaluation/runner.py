@@ -29,7 +29,7 @@ from ..data import load_benchmark
 from ..data.splits import SplitManifest, assign_units, check_leakage, make_manifest
 from ..executor import executor_info
 from ..inference import make_backend
-from ..inference.factory import check_model
+from ..inference.factory import backend_class, check_model
 from ..io import append_jsonl, output_folder, own_folder, read_json, read_jsonl, write_json_atomic
 from ..provenance import config_hash, git_commit, versions, weights_digest
 from ..scoring.judge import judge_budget, judge_retries, make_judge_backend, needs_judging
@@ -44,7 +44,6 @@ from .protocols import predict
 from .usage import print_estimate, usage_totals
 
 RESULTS_FORMAT = "rescue-train/eval-results/v1"
-DEFAULT_CHUNK = {"hf": None, "vllm": 1024, "openai": 64}
 # What the evaluator's records hold, read back: the metrics', and what the judge, the report and the audit read.
 PREDICTION_FIELDS = {**RECORD_FIELDS, "id": str, "unit": str, "sample_id": str, "parse_status": str,
                      "scores": dict}
@@ -319,7 +318,7 @@ def predict_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: Ev
     merge_shards(folder, config_hash(identity))
     done = folder.done_predictions()
     todo = [inst for task in cfg.tasks for inst in data.instances[task] if inst.id not in done]
-    chunk = cfg.chunk or DEFAULT_CHUNK[cfg.backend] or cfg.batch_size
+    chunk = cfg.chunk or backend_class(cfg.backend).default_chunk or cfg.batch_size
     print_estimate(cfg, todo, [i for task in cfg.tasks for i in data.instances[task]], done, folder)
     with _progress(len(todo), f"{variant.name}: predict", cfg.progress) as bar:
         def keep(records: list[dict]) -> None:  # on disk as they arrive: a kill re-asks nothing that came back
@@ -646,9 +645,9 @@ def run(cfg: EvalConfig, *, backend=None, judge_backend=None) -> list[dict]:
     if found:
         raise ValueError("; ".join(found))
     spec = resolve_model(cfg)
-    if backend is None and cfg.backend != "openai":
+    if backend is None and not backend_class(cfg.backend).remote:
         check_model(spec.model, "model")
-    if judge_backend is None and cfg.judge.backend in ("hf", "vllm"):
+    if judge_backend is None and cfg.judge.backend != "none" and not backend_class(cfg.judge.backend).remote:
         check_model(cfg.judge.model, "judge.model")
     benchmark = Benchmark(cfg)
     planned = []

@@ -21,6 +21,7 @@ from typing import Any, Iterable
 
 from ..data.config import DataConfig, from_mapping
 from ..data.splits import SplitManifest
+from ..inference import Backend
 from ..io import read_json
 from ..provenance import unfinished_training_run
 from ..settings import ConfigError, read_yaml
@@ -133,6 +134,6 @@ def served_adapter(entry: str) -> tuple[str, TrainingRun | None]:
     return entry, run_of_adapter(entry)
 
 
-def adapter_runs(adapters: Iterable[str], backend: str) -> list[TrainingRun]:
-    runs = [served_adapter(a)[1] if backend == "openai" else run_of_adapter(a) for a in adapters]
+def adapter_runs(adapters: Iterable[str], backend: type[Backend]) -> list[TrainingRun]:
+    runs = [served_adapter(a)[1] if backend.adapters_by_name else run_of_adapter(a) for a in adapters]
     return [r for r in runs if r is not None]

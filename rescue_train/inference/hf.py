@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..devices import native_bf16, release_memory
-from .base import Backend, ChatEncoder, Messages, Scored
+from .base import Backend, ChatEncoder, Messages, Scored, local_model
 
 
 def resolve_dtype(dtype: str, device: str):
@@ -135,6 +135,12 @@ def attention_masks(config, segment, position, dtype):
 
 class HFBackend(Backend):
     name = "hf"
+
+    @classmethod
+    def start(cls, spec) -> HFBackend:
+        engine = spec.engine
+        return cls(local_model(spec.model), adapters=spec.adapters, tokenizer=spec.tokenizer, dtype=engine.dtype,
+                   device=engine.device, batch_size=spec.batch_size)
 
     def __init__(self, model: str, *, adapters: dict[str, str] | None = None, tokenizer: str | None = None,
                  dtype: str = "auto", device: str | None = None, batch_size: int = 8):

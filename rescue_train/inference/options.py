@@ -55,12 +55,6 @@ class EngineOptions:
     engine_args: Any = field(default=None, metadata=meaning("extra keyword arguments for vllm.LLM"))
 
 
-def reasons(section: ApiOptions, backend: str) -> bool:
-    """Whether the model (or judge) gets reasoning budgets: ``reasoning`` if set, else true for API models,
-    whose budget bounds only what they use."""
-    return section.reasoning if section.reasoning is not None else backend == "openai"
-
-
 def check_api(options: ApiOptions, prefix: str = "") -> None:
     """The API keys' values, checked before any work (``prefix``: where they sit, e.g. ``judge.``)."""
     for key, allowed in (("token_param", TOKEN_PARAMS), ("structured", STRUCTURED)):

@@ -38,8 +38,9 @@ from ..inference import (
     as_completion,
     make_backend,
 )
-from ..inference.factory import local_model
-from ..inference.options import pick, reasons
+from ..inference.base import local_model
+from ..inference.factory import backend_class, reasons
+from ..inference.options import pick
 from ..io import append_jsonl, read_jsonl
 from ..settings import meaning
 from ..tasks import TASKS, Instance
@@ -77,9 +78,9 @@ def check_judge(judge: JudgeConfig) -> None:
     """Fail now, not after every prediction, when the judge cannot be reached: an API judge without its key in
     the environment (a local server, ``judge.base_url``, takes any key, as the backend does), a local judge
     model whose configuration cannot be found."""
-    if judge.backend == "openai":
+    if backend_class(judge.backend, "judge.backend").remote:
         if not judge.base_url and not os.environ.get(judge.api_key_env):
-            raise ValueError(f"judge.backend=openai: set the judge's API key in the environment variable "
+            raise ValueError(f"judge.backend={judge.backend}: set the judge's API key in the environment variable "
                              f"{judge.api_key_env} (or name another one with judge.api_key_env=...)")
         return
     from transformers import AutoConfig
@@ -95,7 +96,7 @@ def judge_retries(judge: JudgeConfig) -> int:
     """How many times an unreadable verdict is asked again within a run."""
     if judge.retries is not None:
         return judge.retries
-    return 2 if judge.backend == "openai" else 0
+    return backend_class(judge.backend, "judge.backend").judge_retries
 
 
 def make_judge_backend(judge: JudgeConfig):
