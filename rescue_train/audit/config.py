@@ -31,7 +31,7 @@ class AuditConfig(ApiOptions, EngineOptions):
     # the local-engine keys (dtype, device, max_model_len...) are eval's own classes.
     backend: str = field(default="hf", metadata=meaning(" | ".join(BACKENDS)))
     model: Optional[str] = field(default=None, metadata=meaning(
-        "a local path, a hub name, 'tiny', or the served/API model name"))
+        "a preset of configs/model (tiny, smollm2, ...), a local folder, a hub id, or the served/API model name"))
     tokenizer: Optional[str] = field(default=None, metadata=meaning("default: the model's"))
     batch_size: int = field(default=8, metadata=meaning("prompts per generation batch (hf)", low=1))
     max_new_tokens: Optional[int] = field(default=None, metadata=meaning(

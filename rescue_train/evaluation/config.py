@@ -51,7 +51,8 @@ class EvalData(DataConfig):
 @dataclass
 class EvalConfig(ApiOptions, EngineOptions):
     model: Optional[str] = field(default=None, metadata=meaning(
-        "a local path, a hub name, 'tiny', or the API model name (backend=openai)"))
+        "a preset of configs/model (tiny, smollm2, ...), a local folder, a hub id, or the served model's name (a "
+        "remote backend such as openai)"))
     adapter: Any = field(default=None, metadata=meaning("one folder or a list: PEFT folders or training run folders"))
     tokenizer: Optional[str] = field(default=None, metadata=meaning(
         "default: the adapter's own tokenizer files, else the model's"))

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..inference import ApiOptions, BackendSpec, EngineOptions
-from ..inference.base import local_model
+from ..inference.presets import model_folder
 from ..inference.factory import backend_class
 from ..inference.options import pick
 from ..io import read_json
@@ -102,7 +102,7 @@ def resolve_model(cfg: EvalConfig) -> ModelSpec:
     model = cfg.model or next((b for b in bases if b), None)
     if not model:
         raise ValueError("model is required (a local path, a hub name, or 'tiny'), unless an adapter names its base")
-    model = local_model(model)
+    model = model_folder(model)
     tokenizer = cfg.tokenizer
     if tokenizer is None and not backend.remote:
         tokenizer = next((p for p in adapters.values() if (Path(p) / "tokenizer_config.json").exists()), None)

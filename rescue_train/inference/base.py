@@ -88,15 +88,6 @@ class Scored:
     tokens: int
 
 
-def local_model(model: str) -> str:
-    """``tiny`` is the offline tiny chat model, built on first use; any other name is kept as given."""
-    if model == "tiny":
-        from ..tiny import tiny_model_path
-
-        return str(tiny_model_path())
-    return model
-
-
 class Backend:
     """An inference engine. Its class says what it can do, so that callers ask the backend, never its name; a new
     backend is one module with one subclass, plus its entry in ``inference.factory.BACKENDS``."""

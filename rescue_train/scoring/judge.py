@@ -38,7 +38,7 @@ from ..inference import (
     as_completion,
     make_backend,
 )
-from ..inference.base import local_model
+from ..inference.presets import model_folder
 from ..inference.factory import backend_class, reasons
 from ..inference.options import pick
 from ..io import append_jsonl, read_jsonl
@@ -86,7 +86,7 @@ def check_judge(judge: JudgeConfig) -> None:
     from transformers import AutoConfig
 
     try:
-        AutoConfig.from_pretrained(local_model(judge.model))
+        AutoConfig.from_pretrained(model_folder(judge.model))
     except (OSError, ValueError) as exc:
         raise ValueError(f"judge.model={judge.model!r} could not be found ({str(exc).splitlines()[0]}): a local "
                          "folder, a hub name in the local cache, or 'tiny'") from None

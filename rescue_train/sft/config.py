@@ -120,9 +120,23 @@ def data_options() -> list[str]:
     return names_in(GROUPS["data"])
 
 
+def _preset_or_any(arguments: Sequence[str]) -> list[str]:
+    """``model=ORG/NAME`` or ``model=FOLDER`` (not a preset's name) is ``model=any model.path=...``: the one meaning
+    of ``model=`` on every command. A bare word stays a preset name (a typo is refused with the nearest one)."""
+    out = []
+    for argument in arguments:
+        key, _, value = argument.lstrip("+").partition("=")
+        if key == "model" and value not in model_options() and ("/" in value or Path(value).expanduser().exists()):
+            out += ["model=any", f"model.path={value}"]
+        else:
+            out.append(argument)
+    return out
+
+
 def load_config(recipe: str, overrides: Sequence[str] = ()) -> LoraRunConfig:
     """The typed config of ``recipe`` (a shipped name or a YAML path) with ``overrides`` applied."""
     path, tree = read_recipe(recipe)
+    overrides = _preset_or_any(overrides)
     if recipe_kind(tree) != "lora":
         raise ConfigError(f"recipe {recipe} is a {recipe_kind(tree)} recipe, not a LoRA recipe")
     cfg: LoraRunConfig = compose(LoraRunConfig, overrides, "train", base={"name": path.stem, **tree},
