@@ -49,18 +49,38 @@ class Range:
 
 
 def meaning(help_text: str, *, low: float | None = None, high: float | None = None, above: float | None = None,
-            below: float | None = None, also: Sequence[float] = (), **extra: Any) -> dict[str, Any]:
+            below: float | None = None, also: Sequence[float] = (), choices: Any = None, **extra: Any) -> dict[str, Any]:
     """Field metadata: ``field(default=..., metadata=meaning("one line", low=1))``. A numeric key says its range
-    (``low``/``high`` inclusive, ``above``/``below`` exclusive, ``also``: values beyond them that mean something);
-    ``load`` checks it before any work and ``--help`` shows it."""
+    (``low``/``high`` inclusive, ``above``/``below`` exclusive, ``also``: values beyond them that mean something),
+    a key of a few values its ``choices`` (any container: a registry's dict stays current); ``load`` checks both
+    before any work and ``--help`` shows the range."""
     if (low, high, above, below) != (None,) * 4:
         extra["range"] = Range(low, high, above, below, tuple(also))
+    if choices is not None:
+        extra["choices"] = choices
     return {"help": help_text, **extra}
 
 
+def refusal(key: str, value: Any, metadata: Mapping[str, Any]) -> str | None:
+    """Why ``value`` is not a value of ``key`` (None when it is): outside its ``choices`` (with the nearest one)
+    or its range (a list key's range applies to each element)."""
+    choices = metadata.get("choices")
+    if choices is not None and value is not None and value not in choices:
+        close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        return f"{key}: expected one of {', '.join(map(str, choices))}, got {value!r}{hint}"
+    bounds = metadata.get("range")
+    if bounds is None or value is None:
+        return None
+    for item in value if isinstance(value, (list, tuple)) else [value]:
+        if isinstance(item, (int, float)) and not isinstance(item, bool) and not bounds.admits(item):
+            return f"{key}={value}: expected {bounds}"
+    return None
+
+
 def check_ranges(schema: type, tree: Mapping[str, Any], prefix: str = "") -> None:
-    """Every numeric key of ``tree`` (a schema's values, nested sections included) within its range, before the
-    schema's own checks run; a list key's range applies to each element."""
+    """Every key of ``tree`` (a schema's values, nested sections included) within its choices and range, before
+    the schema's own checks run."""
     hints = _hints(schema)
     for f in dataclasses.fields(schema):
         value = tree.get(f.name)
@@ -69,12 +89,17 @@ def check_ranges(schema: type, tree: Mapping[str, Any], prefix: str = "") -> Non
             if isinstance(value, Mapping):
                 check_ranges(kind, value, f"{prefix}{f.name}.")
             continue
-        bounds = f.metadata.get("range")
-        if bounds is None or value is None:
-            continue
-        for item in value if isinstance(value, (list, tuple)) else [value]:
-            if isinstance(item, (int, float)) and not isinstance(item, bool) and not bounds.admits(item):
-                raise ConfigError(f"{prefix}{f.name}={value}: expected {bounds}")
+        problem = refusal(prefix + f.name, value, f.metadata)
+        if problem:
+            raise ConfigError(problem)
+
+
+def check_values(instance: Any, prefix: str = "") -> None:
+    """The same checks on a dataclass instance's own fields (one built in code, not read by ``load``)."""
+    for f in dataclasses.fields(instance):
+        problem = refusal(prefix + f.name, getattr(instance, f.name), f.metadata)
+        if problem:
+            raise ConfigError(problem)
 
 
 # ------------------------------------------------------------------------------------------ schema walking

@@ -17,7 +17,7 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional, Sequence
 
-from ..data.config import DataConfig
+from ..tasks import DataConfig
 from ..inference import BACKENDS
 from ..inference.factory import backend_class, reasons
 from ..inference.options import ApiOptions, EngineOptions, check_api
@@ -31,11 +31,6 @@ from .trained import SPLIT_KEYS, TrainingRun, adapter_runs, read_run, run_of_mod
 PROTOCOLS = ("sft", "paper", "rank")
 SWITCHES = {"judge": {"backend": "none"}, "bertscore": {"model": "none"}}  # judge=none, bertscore=none
 
-# Answer budgets for models that reason before answering (the reasoning tokens count against the budget):
-# large enough not to cut a reasoning model short, still a bound on runaway answers. max_new_tokens
-# overrides them (one number, or per task: max_new_tokens="{vp: 16000}").
-REASONING_MAX_NEW_TOKENS = {"itp": 4096, "rpp": 8192, "stp": 4096, "ssp": 8192, "er": 4096, "vp": 8192}
-REASONING_DEFAULT_TOKENS = 8192  # a task not in the table
 
 
 @dataclass
@@ -248,11 +243,12 @@ def validate(cfg: EvalConfig) -> None:
 
 
 def budget_override(cfg: EvalConfig) -> int | dict[str, int] | None:
-    """``max_new_tokens`` for the prediction step: as given, on top of the reasoning budgets when the model
-    reasons (None: the per-task defaults for short answers)."""
+    """``max_new_tokens`` for the prediction step: as given (one number, or per task: ``max_new_tokens="{vp:
+    16000}"``), on top of each task's reasoning budget when the model reasons (None: the per-task defaults for
+    short answers)."""
     if not reasons(cfg, cfg.backend) or isinstance(cfg.max_new_tokens, int):
         return cfg.max_new_tokens
-    budgets = {task: REASONING_MAX_NEW_TOKENS.get(task, REASONING_DEFAULT_TOKENS) for task in cfg.tasks}
+    budgets = {task: TASKS[task].reasoning_max_new_tokens for task in cfg.tasks}  # Task.reasoning_max_new_tokens
     return {**budgets, **(cfg.max_new_tokens or {})}
 
 

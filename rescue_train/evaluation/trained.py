@@ -19,7 +19,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..data.config import DataConfig, from_mapping
+from ..tasks import DataConfig
 from ..data.splits import SplitManifest
 from ..inference import Backend
 from ..io import read_json
@@ -80,7 +80,7 @@ def read_run(folder: str | Path) -> TrainingRun:
         raise ConfigError(f"{folder}: not a training run folder (config.yaml and provenance.json expected)")
     provenance = read_json(folder / "provenance.json", {}, "a training run's provenance")
     unfinished_training_run(folder, provenance)
-    data = from_mapping(read_yaml(folder / "config.yaml").get("data", {}))
+    data = DataConfig.from_mapping(read_yaml(folder / "config.yaml").get("data", {}))
     if provenance.get("split_manifest"):
         data.manifest = str((folder / provenance["split_manifest"]).resolve())
     return TrainingRun(folder, provenance, data)

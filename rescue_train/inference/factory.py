@@ -4,6 +4,7 @@ start backends here, each from its own settings."""
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -65,7 +66,9 @@ def backend_class(name: str, key: str = "backend") -> type[Backend]:
     try:
         return BACKENDS[name]
     except KeyError:
-        raise ConfigError(f"{key}: expected one of {', '.join(BACKENDS)}, got {name!r}") from None
+        close = difflib.get_close_matches(str(name), BACKENDS, n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise ConfigError(f"{key} must be one of {', '.join(BACKENDS)}, got {name!r}{hint}") from None
 
 
 def make_backend(spec: BackendSpec) -> Backend:

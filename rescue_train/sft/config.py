@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from ..data.config import DataConfig
+from ..tasks import DataConfig
 from ..settings import ConfigError, compose, meaning, names_in, read_recipe, recipe_kind
 from .weighting import STRATEGIES
 
