@@ -102,6 +102,31 @@ def check_values(instance: Any, prefix: str = "") -> None:
             raise ConfigError(problem)
 
 
+def identity(config: Any, *, exact: bool = True) -> dict[str, Any]:
+    """What decides a run's result, as ``dataclasses.asdict`` gives it: every field but those declared
+    ``hashed=False`` (how fast or where it runs, where it writes), nested sections likewise. ``hashed="exact"``
+    marks a key that changes only the floating-point numerics of local inference (device, engine layout): part of
+    the identity unless ``exact=False`` (a judge's cached verdicts are reused across them). Its
+    ``provenance.config_hash`` is the config's identity hash."""
+    import copy
+
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(config):
+        hashed = f.metadata.get("hashed", True)
+        if hashed is False or (hashed == "exact" and not exact):
+            continue
+        value = getattr(config, f.name)
+        out[f.name] = identity(value, exact=exact) if dataclasses.is_dataclass(value) and not isinstance(value, type) \
+            else copy.deepcopy(value)
+    return out
+
+
+def unhashed(schema: type) -> set[str]:
+    """The top-level keys of ``schema`` declared ``hashed=False``, its sections aside."""
+    return {f.name for f in dataclasses.fields(schema) if f.metadata.get("hashed", True) is False
+            and not dataclasses.is_dataclass(_unwrap(_hints(schema)[f.name]))}
+
+
 # ------------------------------------------------------------------------------------------ schema walking
 
 def _hints(schema: type) -> dict[str, Any]:

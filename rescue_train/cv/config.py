@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from ..inference.factory import BACKENDS, backend_class
 from ..jobs import LaunchSettings, shaping_settings
-from ..settings import ConfigError, compose, meaning
+from ..settings import ConfigError, compose, meaning, unhashed
 
 BASELINES = ("auto", "zero_shot", "none")
 EVAL_PREFIX = "eval."
@@ -144,9 +144,11 @@ def load_config(overrides: Sequence[str]) -> CvConfig:
 
 def settings(config: CvConfig) -> dict[str, Any]:
     """What shapes the experiment's results (hashed: a rerun into the same output_dir must match it). Folds,
-    the baseline, the dry run, plots and the evaluations' runtime keys (batch sizes, progress, ...) may change."""
-    from ..evaluation.config import RUNTIME_KEYS
+    the baseline, the dry run, plots and the evaluations' unhashed keys (batch sizes, progress, ...) may change;
+    the scorers' sections count whole."""
+    from ..evaluation.config import EvalConfig
 
+    runtime = unhashed(EvalConfig)
     return {"recipe": config.recipe, "training": config.training_config,
-            "eval": {k: v for k, v in config.eval_config.items() if k not in RUNTIME_KEYS},
+            "eval": {k: v for k, v in config.eval_config.items() if k not in runtime},
             "launch": shaping_settings(config.launch)}

@@ -48,10 +48,10 @@ class EvalConfig(ApiOptions, EngineOptions):
     model: Optional[str] = field(default=None, metadata=meaning(
         "a preset of configs/model (tiny, smollm2, ...), a local folder, a hub id, or the served model's name (a "
         "remote backend such as openai)"))
-    adapter: Any = field(default=None, metadata=meaning("one folder or a list: PEFT folders or training run folders"))
+    adapter: Any = field(default=None, metadata=meaning("one folder or a list: PEFT folders or training run folders", hashed=False))
     tokenizer: Optional[str] = field(default=None, metadata=meaning(
         "default: the adapter's own tokenizer files, else the model's"))
-    include_base: bool = field(default=False, metadata=meaning("with adapters: also evaluate the base model"))
+    include_base: bool = field(default=False, metadata=meaning("with adapters: also evaluate the base model", hashed=False))
     backend: str = field(default="hf", metadata=meaning(" | ".join(BACKENDS)))
     run: Any = field(default=None, metadata=meaning(
         "training run folders: their model, adapter, tokenizer and whole data configuration"))
@@ -61,37 +61,32 @@ class EvalConfig(ApiOptions, EngineOptions):
     data: EvalData = field(default_factory=EvalData)
     allow_training_data: bool = field(default=False, metadata=meaning(
         "score a trained model on samples its run trained or validated on (results then say 'includes "
-        "training data')"))
+        "training data')", hashed=False))
     seed: int = field(default=0, metadata=meaning(
         "the backend's sampling seed (the split seed is data.split_seed)", low=0))
     limit: Optional[int] = field(default=None, metadata=meaning(
-        "at most this many instances per task (smoke runs)", low=1))
+        "at most this many instances per task (smoke runs)", low=1, hashed=False))
     output_dir: Optional[str] = field(default=None, metadata=meaning(
-        "default runs/eval/<model>[+<adapter>]/<protocol>"))
+        "default runs/eval/<model>[+<adapter>]/<protocol>", hashed=False))
     overwrite: bool = field(default=False, metadata=meaning(
-        "start over when the output holds a run with another config"))
+        "start over when the output holds a run with another config", hashed=False))
     max_new_tokens: Any = field(default=None, metadata=meaning(
         "one number or {task: number}; default per task and answer format"))
-    batch_size: int = field(default=8, metadata=meaning("prompts per generation batch (hf)", low=1))
+    batch_size: int = field(default=8, metadata=meaning("prompts per generation batch (hf)", low=1, hashed=False))
     chunk: Optional[int] = field(default=None, metadata=meaning(
-        "instances per resumable step (default: hf batch, 1024 vllm, 64 openai)", low=1))
+        "instances per resumable step (default: hf batch, 1024 vllm, 64 openai)", low=1, hashed=False))
     data_parallel: int = field(default=1, metadata=meaning(
         "vllm: engine processes, each on its own tensor_parallel_size GPUs (on CPU its share of the threads), "
-        "each predicting a share of the instances into the one results folder", low=1))
+        "each predicting a share of the instances into the one results folder", low=1, hashed=False))
     constrained: bool = field(default=True, metadata=meaning(
         "structured outputs where the backend has them (vllm; json mode for openai)"))
     rank_score: str = field(default="sum", metadata=meaning("sum = log P(answer and end of turn); mean = per token"))
-    progress: bool = field(default=True, metadata=meaning("progress bars"))
+    progress: bool = field(default=True, metadata=meaning("progress bars", hashed=False))
     allow_empty_answers: bool = field(default=False, metadata=meaning(
-        "score a run even when most server answers were empty (they count as failures, reason empty)"))
-    judge: JudgeConfig = field(default_factory=JudgeConfig)
-    bertscore: BertScoreConfig = field(default_factory=BertScoreConfig)
-
-
-# Keys that change how fast a run goes, not what it computes: left out of the run hash.
-RUNTIME_KEYS = ("output_dir", "overwrite", "batch_size", "chunk", "progress", "concurrency", "max_retries",
-                "timeout", "token_param", "gpu_memory_utilization", "include_base", "adapter", "data_parallel",
-                "allow_empty_answers", "allow_training_data")
+        "score a run even when most server answers were empty (they count as failures, reason empty)", hashed=False))
+    # The scorers decide the scores, not the predictions: they have their own identity (scoring_identity).
+    judge: JudgeConfig = field(default_factory=JudgeConfig, metadata={"hashed": False})
+    bertscore: BertScoreConfig = field(default_factory=BertScoreConfig, metadata={"hashed": False})
 
 
 def _repeated(argv: list[str], keys: tuple[str, ...]) -> list[str]:

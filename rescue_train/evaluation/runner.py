@@ -35,9 +35,9 @@ from ..provenance import config_hash, git_commit, versions, weights_digest
 from ..scoring.judge import judge_budget, judge_retries, make_judge_backend, needs_judging
 from ..scoring.metric_uncertainty import result_uncertainty
 from ..scoring.metrics import RECORD_FIELDS, aggregate, table5_row, task_labels
-from ..settings import flatten
+from ..settings import flatten, identity
 from ..tasks import TASKS, Instance, build
-from .config import RUNTIME_KEYS, EvalConfig, budget_override, to_dict
+from .config import EvalConfig, budget_override, to_dict
 from .models import ModelSpec, backend_spec, model_name, problems_before_work, resolve_model
 from .trained import SPLIT_KEYS, TrainingRun
 from .protocols import predict
@@ -204,7 +204,7 @@ def check_training_data(cfg: EvalConfig, variant: Variant, data: EvalData) -> di
 
 
 def prediction_identity(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalData) -> dict[str, Any]:
-    config = {k: v for k, v in to_dict(cfg).items() if k not in (*RUNTIME_KEYS, "limit", "judge", "bertscore")}
+    config = identity(cfg)
     adapter_path = spec.adapters.get(variant.adapter) if variant.adapter else None
     return {"config": config, "model": spec.model, "tokenizer": spec.tokenizer, "adapter": adapter_path,
             "adapter_weights": weights_digest(adapter_path) if adapter_path and Path(adapter_path).is_dir() else None,
@@ -213,12 +213,9 @@ def prediction_identity(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data
 
 
 def scoring_identity(cfg: EvalConfig) -> dict[str, Any]:
-    # retries and on_failure decide neither a verdict nor which are kept: a changed one keeps the scores
-    # (unreadable verdicts are asked again anyway; on_failure only changes the aggregates)
-    judge = {k: v for k, v in to_dict(cfg)["judge"].items()
-             if k not in ("batch_size", "cache", "retries", "on_failure", *RUNTIME_KEYS)}
-    bert = {k: v for k, v in to_dict(cfg)["bertscore"].items() if k not in ("batch_size", "device")}
-    return {"judge": judge, "bertscore": bert}
+    """What decides the scores: the judge's and BERTScore's identities (their keys declared hashed=False, such as
+    the judge's retries and on_failure, keep the scores when they change)."""
+    return {"judge": identity(cfg.judge), "bertscore": identity(cfg.bertscore)}
 
 
 def differing_keys(old: dict, new: dict) -> list[str]:

@@ -21,13 +21,13 @@ class ApiOptions:
         "backend=openai: the server's URL (e.g. http://127.0.0.1:8000/v1)"))
     api_key_env: str = field(default="OPENAI_API_KEY", metadata=meaning(
         "backend=openai: the environment variable holding the key"))
-    concurrency: int = field(default=8, metadata=meaning("backend=openai: requests in flight", low=1))
+    concurrency: int = field(default=8, metadata=meaning("backend=openai: requests in flight", low=1, hashed=False))
     max_retries: int = field(default=5, metadata=meaning(
-        "for 408, 429, 5xx, timeouts and connection errors, with exponential backoff", low=0))
+        "for 408, 429, 5xx, timeouts and connection errors, with exponential backoff", low=0, hashed=False))
     timeout: float = field(default=600.0, metadata=meaning(
-        "seconds to wait for the server (to connect, and for each part of its answer)", above=0))
+        "seconds to wait for the server (to connect, and for each part of its answer)", above=0, hashed=False))
     token_param: str = field(default="auto", metadata=meaning(
-        "auto | max_completion_tokens | max_tokens (auto: learnt from a rejection)"))
+        "auto | max_completion_tokens | max_tokens (auto: learnt from a rejection)", hashed=False))
     temperature: Optional[float] = field(default=None, metadata=meaning(
         "sent only when set (reasoning APIs accept only their default)", low=0))
     reasoning_effort: Optional[str] = field(default=None, metadata=meaning(
@@ -46,13 +46,13 @@ class EngineOptions:
 
     dtype: str = field(default="auto", metadata=meaning("auto | bfloat16 | float16 | float32"))
     device: Optional[str] = field(default=None, metadata=meaning(
-        "hf: cpu, cuda, cuda:1 (default: a GPU when there is one)"))
+        "hf: cpu, cuda, cuda:1 (default: a GPU when there is one)", hashed="exact"))
     max_model_len: Optional[int] = field(default=None, metadata=meaning(
         "vllm: context length (default: the model's)", low=1))
     gpu_memory_utilization: float = field(default=0.9, metadata=meaning(
-        "vllm: share of GPU memory the engine takes", above=0, high=1))
-    tensor_parallel_size: int = field(default=1, metadata=meaning("vllm: GPUs per model", low=1))
-    engine_args: Any = field(default=None, metadata=meaning("extra keyword arguments for vllm.LLM"))
+        "vllm: share of GPU memory the engine takes", above=0, high=1, hashed=False))
+    tensor_parallel_size: int = field(default=1, metadata=meaning("vllm: GPUs per model", low=1, hashed="exact"))
+    engine_args: Any = field(default=None, metadata=meaning("extra keyword arguments for vllm.LLM", hashed="exact"))
 
 
 def check_api(options: ApiOptions, prefix: str = "") -> None:

@@ -60,14 +60,16 @@ class JudgeConfig(ApiOptions):
         "the paper's 1-5 Likert; ref0to6 = the reference scripts' 0-2 + 0-4"))
     max_new_tokens: Optional[int] = field(default=None, metadata=meaning(
         "default 256, 4096 when the judge reasons", low=1))
-    batch_size: int = field(default=8, metadata=meaning("prompts per judge batch (hf)", low=1))
+    batch_size: int = field(default=8, metadata=meaning("prompts per judge batch (hf)", low=1, hashed=False))
     cache: bool = field(default=True, metadata=meaning(
-        "readable verdicts kept in OUTPUT/judge_cache.jsonl by (judge model, prompt hash)"))
+        "readable verdicts kept in OUTPUT/judge_cache.jsonl by (judge model, prompt hash)", hashed=False))
+    # retries and on_failure decide neither a verdict nor which are kept (unreadable verdicts are asked again
+    # anyway; on_failure only changes the aggregates): a changed one keeps the scores
     retries: Optional[int] = field(default=None, metadata=meaning(
         "asks again per unreadable verdict within a run; default 2 for backend=openai, 0 for a local judge "
-        "(greedy: the same prompt gets the same answer)", low=0))
+        "(greedy: the same prompt gets the same answer)", low=0, hashed=False))
     on_failure: str = field(default="floor", metadata=meaning(
-        "an unreadable verdict scores the bottom of the scale (floor) or leaves the means (exclude)"))
+        "an unreadable verdict scores the bottom of the scale (floor) or leaves the means (exclude)", hashed=False))
 
 
 def judge_budget(judge: JudgeConfig) -> int:
