@@ -14,6 +14,8 @@ from ..settings import identity, meaning
 from .criteria import CRITERIA, EXPLORATORY_KEYS, GATE_KEY, IF_KEYS, OS_KEY
 from .split import MODES as SPLITTERS
 
+REFERENCE_ROWS = ("all", "matched")
+
 CRITERIA_SETS = ("auto", "relate")
 BOOTSTRAP_SEED = 20260913  # the RELATE analysis seed
 
@@ -29,7 +31,7 @@ class AuditData:
 class AuditConfig(ApiOptions, EngineOptions):
     # The judge: any backend, as for eval; the API keys (base_url, token_param, structured, reasoning...) and
     # the local-engine keys (dtype, device, max_model_len...) are eval's own classes.
-    backend: str = field(default="hf", metadata=meaning(" | ".join(BACKENDS)))
+    backend: str = field(default="hf", metadata=meaning(" | ".join(BACKENDS), choices=BACKENDS))
     model: Optional[str] = field(default=None, metadata=meaning(
         "a preset of configs/model (tiny, smollm2, ...), a local folder, a hub id, or the served/API model name"))
     tokenizer: Optional[str] = field(default=None, metadata=meaning("default: the model's"))
@@ -41,7 +43,7 @@ class AuditConfig(ApiOptions, EngineOptions):
     # What is audited.
     inputs: List[str] = field(default_factory=list, metadata=meaning(
         "what to audit: eval results folders of rsg, .jsonl files of dialogues, or reference (the real turns)", hashed=False))
-    splitter: str = field(default="default", metadata=meaning("default | relate", hashed=False))
+    splitter: str = field(default="default", metadata=meaning("default | relate", hashed=False, choices=SPLITTERS))
     criteria: Any = field(default="auto", metadata=meaning(
         "auto: RELATE's five, our referent gate, and our exploratory pair on multi-party turns; relate: the five, "
         "as published; or a list of keys", hashed=False))
@@ -49,7 +51,7 @@ class AuditConfig(ApiOptions, EngineOptions):
         "rows/messages of prior dialogue shown to the judge: -1 all (as RELATE), k the last k", low=-1, hashed=False))
     data: AuditData = field(default_factory=AuditData, metadata={"hashed": False})
     reference_rows: str = field(default="all", metadata=meaning(
-        "all therapist turns, or matched: only the rows the audited models answered", hashed=False))
+        "all therapist turns, or matched: only the rows the audited models answered", hashed=False, choices=REFERENCE_ROWS))
     limit: Optional[int] = field(default=None, metadata=meaning("at most this many turns per INPUT", low=1, hashed=False))
     # Statistics and output.
     bootstrap: int = field(default=10000, metadata=meaning(
@@ -94,9 +96,6 @@ def validate(cfg: AuditConfig) -> None:
     from ..settings import as_list
 
     check_api(cfg)
-    for key, allowed in (("backend", BACKENDS), ("splitter", SPLITTERS), ("reference_rows", ("all", "matched"))):
-        if getattr(cfg, key) not in allowed:
-            raise ValueError(f"{key} must be one of {', '.join(allowed)}, got {getattr(cfg, key)!r}")
     if not cfg.model and not cfg.dry_run:
         raise ValueError("model= names the judge (a local path, a hub name, 'tiny', or the served model's name)")
     if not (isinstance(cfg.criteria, str) and cfg.criteria in CRITERIA_SETS):

@@ -17,6 +17,7 @@ from ..classifiers import balance
 from ..classifiers.classifier import BalanceSettings, TorchSettings
 from ..classifiers.classify_run import DataSettings, check_task, read_config
 from ..classifiers.sklearn_path import SklearnSettings
+from ..inference.base import RANK_SCORES
 from ..inference.factory import BACKENDS, backend_class
 from ..jobs import LaunchSettings, shaping_settings
 from ..settings import identity, meaning
@@ -43,7 +44,7 @@ class RankSettings:
 
     backend: str = field(default="hf", metadata=meaning(" | ".join(n for n, b in BACKENDS.items() if b.can_rank)))
     batch_size: int = field(default=8, metadata=meaning("prompts per scoring batch (hf)", low=1))
-    rank_score: str = field(default="sum", metadata=meaning("sum = log P(answer and end of turn); mean = per token"))
+    rank_score: str = field(default="sum", metadata=meaning("sum = log P(answer and end of turn); mean = per token", choices=RANK_SCORES))
     args: List[str] = field(default_factory=list, metadata=meaning(
         "more `rescue-train eval` settings, e.g. [max_model_len=8192]"))
 

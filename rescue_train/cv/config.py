@@ -44,7 +44,7 @@ class CvConfig:
     baseline: str = field(default="auto", metadata=meaning(
         "zero_shot: the base model on the same instances and prompts, with the paired differences; none; auto: "
         "zero_shot when the base model is on this machine (a folder, tiny, or in the Hugging Face cache; asked again "
-        "after the training runs, which download it)"))
+        "after the training runs, which download it)", choices=BASELINES))
     dry_run: bool = field(default=False, metadata=meaning(
         "print the plan (runs, evaluations, judge calls) and a time estimate (after one fold, if none is finished)"))
     plots: bool = field(default=True, metadata=meaning("write the report's plots"))
@@ -119,8 +119,6 @@ def load_config(overrides: Sequence[str]) -> CvConfig:
     if bad or not chosen or len(set(chosen)) != len(chosen):
         raise ConfigError(f"folds={config.folds}: expected distinct folds in 0..{k - 1} (data.folds={k})")
     config.folds = sorted(chosen)
-    if config.baseline not in BASELINES:
-        raise ConfigError(f"baseline must be one of {', '.join(BASELINES)}, got {config.baseline!r}")
     evaluation = load_eval_config(eval_arguments(config))
     if evaluation.protocol not in EVAL_PROTOCOLS:
         raise ConfigError(f"eval.protocol={evaluation.protocol}: a fine-tuned model is asked the prompts it trained "

@@ -19,11 +19,11 @@ from typing import Any, Optional, Sequence
 
 from ..tasks import DataConfig
 from ..inference import BACKENDS
+from ..inference.base import RANK_SCORES
 from ..inference.factory import backend_class, reasons
 from ..inference.options import ApiOptions, EngineOptions, check_api
 from ..scoring.bertscore import BertScoreConfig
-from ..scoring.judge import VP_SCALES, JudgeConfig
-from ..scoring.metrics import JUDGE_ON_FAILURE
+from ..scoring.judge import JudgeConfig
 from ..settings import ConfigError, as_list, compose, dotlist, find_yaml, meaning, read_yaml
 from ..tasks import TASKS
 from .trained import SPLIT_KEYS, TrainingRun, adapter_runs, read_run, run_of_model
@@ -52,12 +52,12 @@ class EvalConfig(ApiOptions, EngineOptions):
     tokenizer: Optional[str] = field(default=None, metadata=meaning(
         "default: the adapter's own tokenizer files, else the model's"))
     include_base: bool = field(default=False, metadata=meaning("with adapters: also evaluate the base model", hashed=False))
-    backend: str = field(default="hf", metadata=meaning(" | ".join(BACKENDS)))
+    backend: str = field(default="hf", metadata=meaning(" | ".join(BACKENDS), choices=BACKENDS))
     run: Any = field(default=None, metadata=meaning(
         "training run folders: their model, adapter, tokenizer and whole data configuration"))
     tasks: Any = field(default_factory=lambda: list(TASKS))
     protocol: str = field(default="sft", metadata=meaning(
-        "sft: the training prompts and answer format; paper: zero-shot JSON; rank: log-lik"))
+        "sft: the training prompts and answer format; paper: zero-shot JSON; rank: log-lik", choices=PROTOCOLS))
     data: EvalData = field(default_factory=EvalData)
     allow_training_data: bool = field(default=False, metadata=meaning(
         "score a trained model on samples its run trained or validated on (results then say 'includes "
@@ -80,7 +80,7 @@ class EvalConfig(ApiOptions, EngineOptions):
         "each predicting a share of the instances into the one results folder", low=1, hashed=False))
     constrained: bool = field(default=True, metadata=meaning(
         "structured outputs where the backend has them (vllm; json mode for openai)"))
-    rank_score: str = field(default="sum", metadata=meaning("sum = log P(answer and end of turn); mean = per token"))
+    rank_score: str = field(default="sum", metadata=meaning("sum = log P(answer and end of turn); mean = per token", choices=RANK_SCORES))
     progress: bool = field(default=True, metadata=meaning("progress bars", hashed=False))
     allow_empty_answers: bool = field(default=False, metadata=meaning(
         "score a run even when most server answers were empty (they count as failures, reason empty)", hashed=False))
@@ -195,26 +195,17 @@ def split_of(trained: list[TrainingRun], given: dict) -> dict:
 
 
 def validate(cfg: EvalConfig) -> None:
-    def choose(key: str, value: Any, allowed) -> None:
-        if value not in allowed:
-            raise ValueError(f"{key} must be one of {', '.join(map(str, allowed))}, got {value!r}")
-
-    choose("backend", cfg.backend, BACKENDS)
-    choose("protocol", cfg.protocol, PROTOCOLS)
     if cfg.data.split == "leave_one_unit_out":
         raise ValueError("data.split=leave_one_unit_out is for baselines; eval takes none, kfold or holdout")
-    choose("rank_score", cfg.rank_score, ("sum", "mean"))
-    choose("judge.backend", cfg.judge.backend, ("none", *BACKENDS))
-    choose("judge.vp_scale", cfg.judge.vp_scale, VP_SCALES)
-    choose("judge.on_failure", cfg.judge.on_failure, JUDGE_ON_FAILURE)
     if cfg.judge.retries is not None and cfg.judge.retries < 0:
         raise ValueError(f"judge.retries must be 0 or more, got {cfg.judge.retries}")
     check_api(cfg)
     check_api(cfg.judge, "judge.")
     cfg.tasks = [t.lower() for t in as_list(cfg.tasks)]
     cfg.run = as_list(cfg.run) or None
-    for task in cfg.tasks:
-        choose("tasks", task, tuple(TASKS))
+    for task in cfg.tasks:  # a list, or one comma-separated string: checked once read
+        if task not in TASKS:
+            raise ValueError(f"tasks must be one of {', '.join(TASKS)}, got {task!r}")
     if not cfg.tasks:
         raise ValueError("tasks is empty")
     backend = backend_class(cfg.backend)

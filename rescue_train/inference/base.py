@@ -88,6 +88,9 @@ class Scored:
     tokens: int
 
 
+RANK_SCORES = ("sum", "mean")  # a candidate's score: its summed log-probability, or the mean per token
+
+
 class Backend:
     """An inference engine. Its class says what it can do, so that callers ask the backend, never its name; a new
     backend is one module with one subclass, plus its entry in ``inference.factory.BACKENDS``."""

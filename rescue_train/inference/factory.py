@@ -61,6 +61,20 @@ def check_model(name: str, key: str = "model") -> None:
         return
 
 
+class BackendNames:
+    """The registered backends' names (after ``extra`` words such as "none"), read when checked: the ``choices``
+    of a backend key, current when a backend registers later."""
+
+    def __init__(self, *extra: str):
+        self.extra = extra
+
+    def __iter__(self):
+        return iter((*self.extra, *BACKENDS))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.extra or name in BACKENDS
+
+
 def backend_class(name: str, key: str = "backend") -> type[Backend]:
     """The registered backend called ``name``; an unknown name is an error naming ``key`` and the known ones."""
     try:
@@ -68,7 +82,7 @@ def backend_class(name: str, key: str = "backend") -> type[Backend]:
     except KeyError:
         close = difflib.get_close_matches(str(name), BACKENDS, n=1)
         hint = f"; did you mean {close[0]}?" if close else ""
-        raise ConfigError(f"{key} must be one of {', '.join(BACKENDS)}, got {name!r}{hint}") from None
+        raise ConfigError(f"{key}: expected one of {', '.join(BACKENDS)}, got {name!r}{hint}") from None
 
 
 def make_backend(spec: BackendSpec) -> Backend:

@@ -27,7 +27,7 @@ class ApiOptions:
     timeout: float = field(default=600.0, metadata=meaning(
         "seconds to wait for the server (to connect, and for each part of its answer)", above=0, hashed=False))
     token_param: str = field(default="auto", metadata=meaning(
-        "auto | max_completion_tokens | max_tokens (auto: learnt from a rejection)", hashed=False))
+        "auto | max_completion_tokens | max_tokens (auto: learnt from a rejection)", hashed=False, choices=TOKEN_PARAMS))
     temperature: Optional[float] = field(default=None, metadata=meaning(
         "sent only when set (reasoning APIs accept only their default)", low=0))
     reasoning_effort: Optional[str] = field(default=None, metadata=meaning(
@@ -35,7 +35,7 @@ class ApiOptions:
     extra_body: Any = field(default=None, metadata=meaning(
         "extra JSON fields of every request (e.g. {chat_template_kwargs: {enable_thinking: false}})"))
     structured: str = field(default="json_schema", metadata=meaning(
-        "json_schema (strict) | json_object (JSON mode) | none"))
+        "json_schema (strict) | json_object (JSON mode) | none", choices=STRUCTURED))
     reasoning: Optional[bool] = field(default=None, metadata=meaning(
         "budgets for reasoning models; None = true for backend=openai"))
 
@@ -57,9 +57,6 @@ class EngineOptions:
 
 def check_api(options: ApiOptions, prefix: str = "") -> None:
     """The API keys' values, checked before any work (``prefix``: where they sit, e.g. ``judge.``)."""
-    for key, allowed in (("token_param", TOKEN_PARAMS), ("structured", STRUCTURED)):
-        if getattr(options, key) not in allowed:
-            raise ValueError(f"{prefix}{key} must be one of {', '.join(allowed)}, got {getattr(options, key)!r}")
     if options.extra_body is not None and not isinstance(options.extra_body, dict):
         raise ValueError(f"{prefix}extra_body must be a mapping, e.g. '{prefix}extra_body={{top_k: 20}}'")
 

@@ -39,9 +39,10 @@ from ..inference import (
     make_backend,
 )
 from ..inference.presets import model_folder
-from ..inference.factory import backend_class, reasons
+from ..inference.factory import BackendNames, backend_class, reasons
 from ..inference.options import pick
 from ..io import append_jsonl, read_jsonl
+from .metrics import JUDGE_ON_FAILURE
 from ..settings import meaning
 from ..tasks import TASKS, Instance
 from ..tasks.answers import answer_text, find_json, unfinished_reasoning
@@ -53,11 +54,11 @@ JUDGE_MAX_NEW_TOKENS = {False: 256, True: 4096}  # by whether the judge reasons
 
 @dataclass
 class JudgeConfig(ApiOptions):
-    backend: str = field(default="none", metadata=meaning("none | hf | vllm | openai"))
+    backend: str = field(default="none", metadata=meaning("none | hf | vllm | openai", choices=BackendNames("none")))
     model: Optional[str] = field(default=None, metadata=meaning(
         "the judge model (a local path, a hub name, or the API model name)"))
     vp_scale: str = field(default="likert5", metadata=meaning(
-        "the paper's 1-5 Likert; ref0to6 = the reference scripts' 0-2 + 0-4"))
+        "the paper's 1-5 Likert; ref0to6 = the reference scripts' 0-2 + 0-4", choices=VP_SCALES))
     max_new_tokens: Optional[int] = field(default=None, metadata=meaning(
         "default 256, 4096 when the judge reasons", low=1))
     batch_size: int = field(default=8, metadata=meaning("prompts per judge batch (hf)", low=1, hashed=False))
@@ -69,7 +70,7 @@ class JudgeConfig(ApiOptions):
         "asks again per unreadable verdict within a run; default 2 for backend=openai, 0 for a local judge "
         "(greedy: the same prompt gets the same answer)", low=0, hashed=False))
     on_failure: str = field(default="floor", metadata=meaning(
-        "an unreadable verdict scores the bottom of the scale (floor) or leaves the means (exclude)", hashed=False))
+        "an unreadable verdict scores the bottom of the scale (floor) or leaves the means (exclude)", hashed=False, choices=JUDGE_ON_FAILURE))
 
 
 def judge_budget(judge: JudgeConfig) -> int:

@@ -71,7 +71,7 @@ class TrainSettings:
 @dataclass
 class SftBalanceSettings:
     strategy: str = field(default="none", metadata=meaning(
-        "closed-set tasks' class balance: " + "; ".join(f"{k} = {v.summary}" for k, v in STRATEGIES.items())))
+        "closed-set tasks' class balance: " + "; ".join(f"{k} = {v.summary}" for k, v in STRATEGIES.items()), choices=STRATEGIES))
 
 
 @dataclass
@@ -103,8 +103,6 @@ def validate(cfg: LoraRunConfig) -> None:
     if cfg.output_dir is not None and not str(cfg.output_dir).strip():
         raise ConfigError("output_dir: empty; give a folder for the run, or leave it out for "
                           "runs/<name>/<model>/fold<k>")
-    if cfg.balance.strategy not in STRATEGIES:
-        raise ConfigError(f"balance.strategy: expected one of {', '.join(STRATEGIES)}, got {cfg.balance.strategy!r}")
     if cfg.resume not in ("auto", "true", "false"):
         raise ConfigError(f"resume: expected auto, true or false, got {cfg.resume!r}")
     if cfg.data.split not in ("kfold", "holdout"):

@@ -71,5 +71,5 @@ def test_callers_ask_the_capabilities(registered):
         load_config([f"backend={NAME}", "model=m", "protocol=rank"])
     with pytest.raises(ValueError, match="more than one engine only with backend=vllm"):
         load_config([f"backend={NAME}", "model=m", "data_parallel=2"])
-    with pytest.raises(ValueError, match=r"backend must be one of hf, vllm, openai, toy, got 'tyo'; did you mean toy\?"):
+    with pytest.raises(ValueError, match=r"backend: expected one of hf, vllm, openai, toy, got 'tyo'; did you mean toy\?"):
         load_config(["backend=tyo", "model=m"])
