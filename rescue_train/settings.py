@@ -49,7 +49,8 @@ class Range:
 
 
 def meaning(help_text: str, *, low: float | None = None, high: float | None = None, above: float | None = None,
-            below: float | None = None, also: Sequence[float] = (), choices: Any = None, **extra: Any) -> dict[str, Any]:
+            below: float | None = None, also: Sequence[float] = (), choices: Any = None,
+            **extra: Any) -> dict[str, Any]:
     """Field metadata: ``field(default=..., metadata=meaning("one line", low=1))``. A numeric key says its range
     (``low``/``high`` inclusive, ``above``/``below`` exclusive, ``also``: values beyond them that mean something),
     a key of a few values its ``choices`` (any container: a registry's dict stays current); ``load`` checks both

@@ -42,7 +42,8 @@ class AuditConfig(ApiOptions, EngineOptions):
         "JSON-schema outputs where the backend has them (vllm; openai: see structured)"))
     # What is audited.
     inputs: List[str] = field(default_factory=list, metadata=meaning(
-        "what to audit: eval results folders of rsg, .jsonl files of dialogues, or reference (the real turns)", hashed=False))
+        "what to audit: eval results folders of rsg, .jsonl files of dialogues, or reference (the real turns)",
+        hashed=False))
     splitter: str = field(default="default", metadata=meaning("default | relate", hashed=False, choices=SPLITTERS))
     criteria: Any = field(default="auto", metadata=meaning(
         "auto: RELATE's five, our referent gate, and our exploratory pair on multi-party turns; relate: the five, "
@@ -51,8 +52,10 @@ class AuditConfig(ApiOptions, EngineOptions):
         "rows/messages of prior dialogue shown to the judge: -1 all (as RELATE), k the last k", low=-1, hashed=False))
     data: AuditData = field(default_factory=AuditData, metadata={"hashed": False})
     reference_rows: str = field(default="all", metadata=meaning(
-        "all therapist turns, or matched: only the rows the audited models answered", hashed=False, choices=REFERENCE_ROWS))
-    limit: Optional[int] = field(default=None, metadata=meaning("at most this many turns per INPUT", low=1, hashed=False))
+        "all therapist turns, or matched: only the rows the audited models answered",
+        hashed=False, choices=REFERENCE_ROWS))
+    limit: Optional[int] = field(default=None, metadata=meaning(
+        "at most this many turns per INPUT", low=1, hashed=False))
     # Statistics and output.
     bootstrap: int = field(default=10000, metadata=meaning(
         "bootstrap resamples of split units (couples, families; a dialogue file's dialogues) for the CIs and "
@@ -62,7 +65,8 @@ class AuditConfig(ApiOptions, EngineOptions):
     overwrite: bool = field(default=False, metadata=meaning(
         "start over when the output holds labels of another judge configuration", hashed=False))
     chunk: int = field(default=256, metadata=meaning("requests per resumable step", low=1, hashed=False))
-    plots: bool = field(default=True, metadata=meaning("write rates.png, composition.png, trajectories.png", hashed=False))
+    plots: bool = field(default=True, metadata=meaning(
+        "write rates.png, composition.png, trajectories.png", hashed=False))
     progress: bool = field(default=True, metadata=meaning("progress bars", hashed=False))
     dry_run: bool = field(default=False, metadata=meaning(
         "count sentences and requests, estimate tokens, send nothing (also --dry-run)", hashed=False))

@@ -44,7 +44,8 @@ class RankSettings:
 
     backend: str = field(default="hf", metadata=meaning(" | ".join(n for n, b in BACKENDS.items() if b.can_rank)))
     batch_size: int = field(default=8, metadata=meaning("prompts per scoring batch (hf)", low=1))
-    rank_score: str = field(default="sum", metadata=meaning("sum = log P(answer and end of turn); mean = per token", choices=RANK_SCORES))
+    rank_score: str = field(default="sum", metadata=meaning(
+        "sum = log P(answer and end of turn); mean = per token", choices=RANK_SCORES))
     args: List[str] = field(default_factory=list, metadata=meaning(
         "more `rescue-train eval` settings, e.g. [max_model_len=8192]"))
 
@@ -52,7 +53,8 @@ class RankSettings:
 @dataclass
 class CompareConfig:
     kind: str = field(default="classifier", metadata=meaning(
-        "the recipe's kind: classifier, or lora (fine-tuned LLMs: every run is `accelerate launch ... train`)", hashed=False))
+        "the recipe's kind: classifier, or lora (fine-tuned LLMs: every run is `accelerate launch ... train`)",
+        hashed=False))
     recipe: str = field(default="", metadata=meaning("a shipped recipe name or a YAML path (recipe=...)", hashed=False))
     task: str = field(default="rpp", metadata=meaning("itp | rpp | stp | ssp"))
     learner: str = field(default="sklearn", metadata=meaning("sklearn | torch | lora (set by a LoRA recipe)"))
@@ -61,7 +63,8 @@ class CompareConfig:
     seeds: List[int] = field(default_factory=lambda: [0], metadata=meaning("training seeds", low=0, hashed=False))
     test_folds: Optional[List[int]] = field(default=None, metadata=meaning(
         "test folds to run; null: every fold", low=0, hashed=False))
-    output_dir: Optional[str] = field(default=None, metadata=meaning("default runs/compare/<recipe>-<learner>", hashed=False))
+    output_dir: Optional[str] = field(default=None, metadata=meaning(
+        "default runs/compare/<recipe>-<learner>", hashed=False))
     plots: bool = field(default=True, metadata=meaning("write the PNG plots", hashed=False))
     dry_run: bool = field(default=False, metadata=meaning(
         "print the number of runs and a time estimate (after one run, if none is finished)", hashed=False))
@@ -71,7 +74,8 @@ class CompareConfig:
     balance: BalanceSettings = field(default_factory=BalanceSettings)
     evaluation: EvalSettings = field(default_factory=EvalSettings, metadata={"hashed": False})
     # learner=lora: the training overrides given for every run, and the resolved training config they give
-    training: List[str] = field(default_factory=list, metadata=meaning("(lora) training overrides of every run", hashed=False))
+    training: List[str] = field(default_factory=list, metadata=meaning(
+        "(lora) training overrides of every run", hashed=False))
     training_config: Dict[str, Any] = field(default_factory=dict, metadata=meaning(
         "(lora) the resolved training config"))
     launch: LaunchSettings = field(default_factory=LaunchSettings)

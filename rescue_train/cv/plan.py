@@ -328,7 +328,7 @@ def judge_calls(plan: Plan) -> dict[str, int] | None:
     fold and for the baseline; None without a judge."""
     from ..evaluation.usage import estimate as usage_estimate
 
-    if plan.evaluation.judge.backend == "none":
+    if not plan.evaluation.judge.on:
         return None
 
     def calls(instances: list[Instance]) -> int:

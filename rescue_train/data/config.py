@@ -1,8 +1,8 @@
 """The data layer's keys of the one data configuration: where the benchmark comes from, how instances are shown,
 and how samples are split. The configuration itself, ``rescue_train.tasks.DataConfig``, adds ``context`` and the
 options each task declares (``rescue_train.tasks.options``). ``convert``, ``stats``, ``train`` (LoRA and
-classifiers), ``compare``, ``eval`` and ``baselines`` all read it: ``data.<field>=...`` on the key=value commands, ``--<field-with-dashes>`` on the
-flag commands. A training run saves it in ``config.yaml``; ``eval run=RUN_DIR`` reads it back, so the
+classifiers), ``compare``, ``eval`` and ``baselines`` all read it: ``data.<field>=...`` on the key=value
+commands, ``--<field-with-dashes>`` on the flag commands. A training run saves it in ``config.yaml``; ``eval run=RUN_DIR`` reads it back, so the
 evaluation prompts are the training prompts.
 """
 

@@ -48,10 +48,12 @@ class EvalConfig(ApiOptions, EngineOptions):
     model: Optional[str] = field(default=None, metadata=meaning(
         "a preset of configs/model (tiny, smollm2, ...), a local folder, a hub id, or the served model's name (a "
         "remote backend such as openai)"))
-    adapter: Any = field(default=None, metadata=meaning("one folder or a list: PEFT folders or training run folders", hashed=False))
+    adapter: Any = field(default=None, metadata=meaning(
+        "one folder or a list: PEFT folders or training run folders", hashed=False))
     tokenizer: Optional[str] = field(default=None, metadata=meaning(
         "default: the adapter's own tokenizer files, else the model's"))
-    include_base: bool = field(default=False, metadata=meaning("with adapters: also evaluate the base model", hashed=False))
+    include_base: bool = field(default=False, metadata=meaning(
+        "with adapters: also evaluate the base model", hashed=False))
     backend: str = field(default="hf", metadata=meaning(" | ".join(BACKENDS), choices=BACKENDS))
     run: Any = field(default=None, metadata=meaning(
         "training run folders: their model, adapter, tokenizer and whole data configuration"))
@@ -80,7 +82,8 @@ class EvalConfig(ApiOptions, EngineOptions):
         "each predicting a share of the instances into the one results folder", low=1, hashed=False))
     constrained: bool = field(default=True, metadata=meaning(
         "structured outputs where the backend has them (vllm; json mode for openai)"))
-    rank_score: str = field(default="sum", metadata=meaning("sum = log P(answer and end of turn); mean = per token", choices=RANK_SCORES))
+    rank_score: str = field(default="sum", metadata=meaning(
+        "sum = log P(answer and end of turn); mean = per token", choices=RANK_SCORES))
     progress: bool = field(default=True, metadata=meaning("progress bars", hashed=False))
     allow_empty_answers: bool = field(default=False, metadata=meaning(
         "score a run even when most server answers were empty (they count as failures, reason empty)", hashed=False))
@@ -120,7 +123,8 @@ def load_config(overrides: Sequence[str]) -> EvalConfig:
     if runs:
         layers.append(inherited(runs, given))
     else:
-        trained = adapter_runs(as_list(given.get("adapter")), backend_class(str(given.get("backend", EvalConfig.backend))))
+        backend = backend_class(str(given.get("backend", EvalConfig.backend)))
+        trained = adapter_runs(as_list(given.get("adapter")), backend)
         trained += [r for r in [run_of_model(given.get("model"))] if r is not None]
         if trained:
             layers.append(split_of(trained, given))
@@ -216,7 +220,7 @@ def validate(cfg: EvalConfig) -> None:
     if cfg.protocol == "rank" and not backend.can_rank:
         able = " or ".join(n for n, b in BACKENDS.items() if b.can_rank)
         raise ValueError(f"protocol=rank needs the log-likelihood of given text: use backend={able}")
-    if cfg.judge.backend != "none" and not cfg.judge.model:
+    if cfg.judge.on and not cfg.judge.model:
         raise ValueError("judge.model is required when judge.backend is set (e.g. judge.model=gpt-5.4)")
     budgets = cfg.max_new_tokens if isinstance(cfg.max_new_tokens, dict) else {"*": cfg.max_new_tokens}
     for task, budget in budgets.items():

@@ -133,6 +133,6 @@ def problems_before_work(cfg: EvalConfig, *, model: bool = True, judge: bool = T
         if backend_class(cfg.backend).data_parallel and gpus and needed > len(gpus):
             found.append(f"data_parallel={cfg.data_parallel} x tensor_parallel_size={cfg.tensor_parallel_size} needs "
                          f"{needed} GPUs; {len(gpus)} visible")
-    if judge and cfg.judge.backend != "none" and any(TASKS[t].judged for t in cfg.tasks):
+    if judge and cfg.judge.on and any(TASKS[t].judged for t in cfg.tasks):
         found += backend_problems(cfg.judge.backend, pick(ApiOptions, cfg.judge), "judge.")
     return found

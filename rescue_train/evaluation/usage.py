@@ -37,7 +37,7 @@ def estimate(cfg: EvalConfig, todo: Sequence[Instance], instances: Iterable[Inst
                         "prompt_tokens": sum(_tokens(messages(i, cfg.protocol, cfg.data.mode, cfg.data.answer_format)) for i in asked),
                         "max_completion_tokens": sum(max_new_tokens(i, cfg.protocol, budget_override(cfg))
                                                      for i in asked)}
-    if cfg.judge.backend != "none":
+    if cfg.judge.on:
         cache = JudgeCache(cache_path if cfg.judge.cache else None)
         calls = cached = tokens = 0
         for inst in instances:
@@ -84,7 +84,7 @@ def usage_totals(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, int]]
 def print_estimate(cfg: EvalConfig, todo: Sequence[Instance], instances: Iterable[Instance],
                    predictions: dict[str, dict], folder) -> None:
     """Print the estimate before a run that calls an API model or a judge."""
-    if not backend_class(cfg.backend).remote and cfg.judge.backend == "none":
+    if not backend_class(cfg.backend).remote and not cfg.judge.on:
         return
     judged = {i for i, s in folder.done_scores().items() if not needs_judging(s)}
     numbers = estimate(cfg, todo, instances, predictions, judged, folder.path / "judge_cache.jsonl")

@@ -27,7 +27,8 @@ class ApiOptions:
     timeout: float = field(default=600.0, metadata=meaning(
         "seconds to wait for the server (to connect, and for each part of its answer)", above=0, hashed=False))
     token_param: str = field(default="auto", metadata=meaning(
-        "auto | max_completion_tokens | max_tokens (auto: learnt from a rejection)", hashed=False, choices=TOKEN_PARAMS))
+        "auto | max_completion_tokens | max_tokens (auto: learnt from a rejection)",
+        hashed=False, choices=TOKEN_PARAMS))
     temperature: Optional[float] = field(default=None, metadata=meaning(
         "sent only when set (reasoning APIs accept only their default)", low=0))
     reasoning_effort: Optional[str] = field(default=None, metadata=meaning(

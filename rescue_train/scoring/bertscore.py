@@ -31,7 +31,8 @@ class BertScoreConfig:
     idf: bool = field(default=False, metadata=meaning("weight tokens by inverse document frequency (the references')"))
     rescale: bool = field(default=False, metadata=meaning("rescale with bert-score's baseline (known models only)"))
     batch_size: int = field(default=64, metadata=meaning("pairs per BERTScore batch", low=1, hashed=False))
-    device: Optional[str] = field(default=None, metadata=meaning("cpu, cuda, ... (default: a GPU when there is one)", hashed=False))
+    device: Optional[str] = field(default=None, metadata=meaning(
+        "cpu, cuda, ... (default: a GPU when there is one)", hashed=False))
 
 
 def texts(task: str, gold: Any, prediction: Any) -> tuple[str, str]:

@@ -49,12 +49,13 @@ from ..tasks.answers import answer_text, find_json, unfinished_reasoning
 from ..tasks.types import JudgeCheck, Rubric
 
 VP_SCALES = ("likert5", "ref0to6")
+OFF = "none"  # judge.backend=none: no judge
 JUDGE_MAX_NEW_TOKENS = {False: 256, True: 4096}  # by whether the judge reasons
 
 
 @dataclass
 class JudgeConfig(ApiOptions):
-    backend: str = field(default="none", metadata=meaning("none | hf | vllm | openai", choices=BackendNames("none")))
+    backend: str = field(default="none", metadata=meaning(" | ".join(BackendNames(OFF)), choices=BackendNames(OFF)))
     model: Optional[str] = field(default=None, metadata=meaning(
         "the judge model (a local path, a hub name, or the API model name)"))
     vp_scale: str = field(default="likert5", metadata=meaning(
@@ -70,7 +71,13 @@ class JudgeConfig(ApiOptions):
         "asks again per unreadable verdict within a run; default 2 for backend=openai, 0 for a local judge "
         "(greedy: the same prompt gets the same answer)", low=0, hashed=False))
     on_failure: str = field(default="floor", metadata=meaning(
-        "an unreadable verdict scores the bottom of the scale (floor) or leaves the means (exclude)", hashed=False, choices=JUDGE_ON_FAILURE))
+        "an unreadable verdict scores the bottom of the scale (floor) or leaves the means (exclude)",
+        hashed=False, choices=JUDGE_ON_FAILURE))
+
+    @property
+    def on(self) -> bool:
+        """Whether a judge grades the judged tasks (``judge.backend`` names one, not ``none``)."""
+        return self.backend != OFF
 
 
 def judge_budget(judge: JudgeConfig) -> int:

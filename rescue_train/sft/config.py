@@ -71,7 +71,8 @@ class TrainSettings:
 @dataclass
 class SftBalanceSettings:
     strategy: str = field(default="none", metadata=meaning(
-        "closed-set tasks' class balance: " + "; ".join(f"{k} = {v.summary}" for k, v in STRATEGIES.items()), choices=STRATEGIES))
+        "closed-set tasks' class balance: " + "; ".join(f"{k} = {v.summary}" for k, v in STRATEGIES.items()),
+        choices=STRATEGIES))
 
 
 @dataclass

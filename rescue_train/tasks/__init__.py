@@ -57,6 +57,7 @@ def render(inst: Instance, mode: str = "dialogue", fmt: str = "label") -> list[d
     return build_messages(inst, TASKS[inst.task].instruction(inst, fmt), mode)
 
 
-__all__ = ["ANSWER_FORMATS", "CLOSED_SET_TASKS", "METRICS", "MODES", "TASKS", "BuildOptions", "BuildResult", "DataConfig",
+__all__ = ["ANSWER_FORMATS", "CLOSED_SET_TASKS", "METRICS", "MODES", "TASKS", "BuildOptions", "BuildResult",
+           "DataConfig",
            "Instance", "JudgeCheck", "Parsed", "ReportColumn", "Rubric", "Task", "build", "get_task", "render",
            "report_columns"]

@@ -67,9 +67,11 @@ def test_callers_ask_the_capabilities(registered):
 
     assert backend_class(NAME) is FirstCandidate
     assert reasons(ApiOptions(), NAME) is False and reasons(ApiOptions(reasoning=True), NAME) is True
-    with pytest.raises(ValueError, match="protocol=rank needs the log-likelihood of given text: use backend=hf or vllm"):
+    with pytest.raises(ValueError, match="protocol=rank needs the log-likelihood of given text: use backend=hf or "
+                                         "vllm"):
         load_config([f"backend={NAME}", "model=m", "protocol=rank"])
     with pytest.raises(ValueError, match="more than one engine only with backend=vllm"):
         load_config([f"backend={NAME}", "model=m", "data_parallel=2"])
-    with pytest.raises(ValueError, match=r"backend: expected one of hf, vllm, openai, toy, got 'tyo'; did you mean toy\?"):
+    with pytest.raises(ValueError, match=r"backend: expected one of hf, vllm, openai, toy, got 'tyo'; "
+                                         r"did you mean toy\?"):
         load_config(["backend=tyo", "model=m"])
