@@ -115,8 +115,9 @@ def render(results: Sequence[dict[str, Any]], with_paper: bool = True, compariso
              "Split = which of them: the test fold(s) of a split, or the whole benchmark, any limit per task, and "
              "whether a trained model is scored on its own training data.")
     errors = (f"Our cells: value ± half-width of the 95% interval, the couple or family (the split unit) as the "
-              f"cluster: for a mean over instances the cluster-robust CR1 standard error with t on G-1 degrees of "
-              f"freedom, otherwise (ITP P/R/F1, RSG distinct-n) a percentile bootstrap of units within scenario "
+              f"cluster: for a mean over instances the cluster-robust CR2 standard error with Satterthwaite degrees of "
+              f"freedom, the interval kept within the metric's range, otherwise (ITP P/R/F1, RSG distinct-n) an "
+              f"expanded percentile bootstrap of units within scenario "
               f"({BOOTSTRAP_DRAWS} draws, seed {BOOTSTRAP_SEED}); * = fewer than {FEW_CLUSTERS} clusters, an "
               f"interval to read with care. Rows marked (paper) are the published numbers: without per-instance "
               f"data they have no interval and are not comparable (never tested against).")
@@ -131,7 +132,7 @@ def render(results: Sequence[dict[str, Any]], with_paper: bool = True, compariso
     if comparisons:
         sections += ["## Paired comparisons",
                      "Each result minus the reference on the instances both scored: Δ [95% interval], in the "
-                     "tables' units. Means: the CR1 SE of the per-instance differences, t test on G-1 df; "
+                     "tables' units. Means: the CR2 SE of the per-instance differences, t test on Satterthwaite df; "
                      "ITP P/R/F1 and RSG distinct-n: the paired cluster bootstrap (both results on the same draws of "
                      "units). "
                      f"**Bold**: Holm-adjusted p < {ALPHA} over all cells of that comparison. "
