@@ -28,7 +28,7 @@ from typing import Any, List, Optional
 from .chat import TEMPLATE_KWARGS
 from .data import load_benchmark
 from .data.config import DataConfig
-from .data.splits import SplitManifest, assign_units, check_leakage, load_or_make_manifest
+from .data.splits import SplitManifest, assign_units, load_or_make_manifest
 from .folders import check_owner, complete_or_absent
 from .io import write_json_atomic
 from .provenance import versions
@@ -53,14 +53,8 @@ def manifest_for(samples, data: DataConfig, out: Path) -> SplitManifest:
     against the samples), else the one already there or a new one."""
     if data.split == "leave_one_unit_out":
         raise ValueError("data.split=leave_one_unit_out is for baselines; convert writes kfold, holdout or none")
-    target = out / "split_manifest.json"
-    if data.manifest and Path(data.manifest).resolve() != target.resolve():
-        manifest = SplitManifest.load(data.manifest)
-        check_leakage(samples, manifest)
-        out.mkdir(parents=True, exist_ok=True)
-        manifest.save(target)
-        return manifest
-    return load_or_make_manifest(samples, target, data.split, data.folds, data.split_seed)
+    return load_or_make_manifest(samples, out / "split_manifest.json", data.split, data.folds, data.split_seed,
+                                 data.manifest)
 
 
 def sft_row(inst: Instance, mode: str, fmt: str) -> dict[str, Any]:
