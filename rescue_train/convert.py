@@ -36,7 +36,6 @@ from .settings import meaning
 from .tasks import TASKS, Instance, build, get_task, render
 
 SPLIT_ORDER = ("train", "validation", "test")
-KEEPS = ("convert_meta.json", "split_manifest.json")  # what marks a folder convert made before folder markers
 
 
 @dataclass
@@ -98,12 +97,12 @@ def convert(config: ConvertConfig) -> dict[str, Any]:
         raise ValueError(f"tasks: unknown task {unknown[0]!r}; expected some of {', '.join(TASKS)}")
     out = Path(config.output_dir)
     if out.exists():  # the folder is replaced as a whole at the end: never take over one that holds something else
-        check_owner(out, "convert", KEEPS)
+        check_owner(out, "convert")
     bench = load_benchmark(data.source)
     kept_manifest = out / "split_manifest.json"
     if kept_manifest.exists() and not data.manifest:  # checked in place first, so a mismatch names the user's file
         load_or_make_manifest(bench.samples, kept_manifest, data.split, data.folds, data.split_seed)
-    with complete_or_absent(config.output_dir, "convert", KEEPS) as out:
+    with complete_or_absent(config.output_dir, "convert") as out:
         return _write(config, bench, out)
 
 

@@ -105,9 +105,6 @@ class DataConfig:
                             ssp_target_emotion=self.ssp_target_emotion, rsg_condition=self.rsg_condition,
                             rsg_min_words=self.rsg_min_words, rsg_per_sample=self.rsg_per_sample)
 
-    def prompt_settings(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in PROMPT_KEYS}
-
 
 def validate(data: DataConfig, prefix: str = "data.") -> None:
     def choose(key: str, allowed) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..data.config import DataConfig
-from ..settings import ConfigError, compose, meaning, names_in, read_recipe, recipe_kind
+from ..settings import ConfigError, compose, meaning, read_recipe, recipe_kind
 from .weighting import STRATEGIES
 
 __all__ = ["LoraRunConfig", "load_config"]
@@ -110,14 +110,6 @@ def validate(cfg: LoraRunConfig) -> None:
     if cfg.data.split not in ("kfold", "holdout"):
         raise ConfigError(f"data.split={cfg.data.split}: training needs kfold or holdout (none keeps every sample "
                           "for testing; leave_one_unit_out is the baselines' scheme)")
-
-
-def model_options() -> list[str]:
-    return names_in(GROUPS["model"])
-
-
-def data_options() -> list[str]:
-    return names_in(GROUPS["data"])
 
 
 def load_config(recipe: str, overrides: Sequence[str] = ()) -> LoraRunConfig:
