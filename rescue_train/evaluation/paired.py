@@ -7,19 +7,19 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..scoring.metric_uncertainty import paired_differences
-from ..scoring.metrics import SCOPES, task_labels
+from ..scoring.metrics import SCOPES, task_labels, task_metrics
 from ..scoring.uncertainty import holm, minimal_detectable_difference
 from ..tasks import TASKS, ReportColumn
 from .tables import name_of, tell_apart, uncertainty_of
 
 ALPHA, POWER = 0.05, 0.8
-EXPECTED_ACCURACY = "expected_accuracy"
 
 
 def compared_metrics(task: str) -> list[str]:
-    """What a comparison tests per task: its table columns, and the expected accuracy of the rank protocol."""
+    """What a comparison tests per task: its table columns, and the metrics that name a header of their own
+    (the expected accuracy of the rank protocol, say)."""
     metrics = [c.metric for c in TASKS[task].report_columns]
-    return metrics + ([EXPECTED_ACCURACY] if TASKS[task].closed_set else [])
+    return metrics + [name for name, m in task_metrics(task).items() if m.header and name not in metrics]
 
 
 def reference_index(results: Sequence[dict[str, Any]], paths: Sequence[str], against: str | None) -> int:
@@ -66,8 +66,9 @@ def metric_column(task: str, metric: str) -> ReportColumn:
     for column in TASKS[task].report_columns:
         if column.metric == metric:
             return column
-    if metric == EXPECTED_ACCURACY:
-        return ReportColumn(f"{task}_expected_accuracy", metric, f"{task.upper()} expected acc.", 100)
+    shown = task_metrics(task).get(metric)
+    if shown is not None and shown.header:
+        return ReportColumn(f"{task}_{metric}", metric, f"{task.upper()} {shown.header}", shown.scale, shown.digits)
     return ReportColumn(f"{task}_{metric}", metric, f"{task.upper()} {metric}", 1, 3)
 
 
