@@ -188,7 +188,8 @@ def main() -> None:
     import torch
     from omegaconf import OmegaConf
 
-    from rescue_train.sft.models import load_tokenizer, resolve_model_path
+    from rescue_train.inference.presets import resolve_model_path
+    from rescue_train.sft.models import load_tokenizer
 
     model_path = resolve_model_path(args.model)
     tokenizer = load_tokenizer(OmegaConf.create({"chat_template": None, "pad_token": None}), model_path)

@@ -16,7 +16,7 @@ LAYERS = {
     0: ("__init__", "io", "folders", "provenance", "devices", "paper", "settings", "chat"),
     1: ("data",),
     2: ("tasks",),
-    3: ("inference", "scoring", "convert", "stats", "tiny", "model_card", "executor", "jobs"),
+    3: ("inference", "scoring", "convert", "stats", "tiny", "model_card", "executor", "jobs", "rebalance"),
     4: ("evaluation", "sft", "classifiers", "audit", "baselines"),
     5: ("compare", "cv", "export"),
     6: ("cli", "__main__"),
@@ -65,7 +65,7 @@ def part(module: str) -> str:
 
 
 def test_resolves_relative_and_function_level_imports():
-    assert {"rescue_train.tiny", "rescue_train.devices"} <= GRAPH["rescue_train.sft.models"]
+    assert {"rescue_train.tiny", "rescue_train.settings"} <= GRAPH["rescue_train.inference.presets"]
     assert "rescue_train.scoring.judge" in GRAPH["rescue_train.evaluation.scorers"]
 
 
