@@ -58,7 +58,7 @@ class EpochWeightedSampler(torch.utils.data.WeightedRandomSampler):
     incomplete batch stays last, so the data loader cuts the same batches. The draws themselves are those of
     the drawn order, so the class balance and the per-instance weights are unchanged: only the padding
     goes (trl pads each batch to its longest instance). As transformers' ``LengthGroupedSampler``, 50
-    batches to a group: on lengths spread like the benchmark's RPP prompts this leaves ~2% padding at batch 8
+    batches to a group: on lengths spread like the benchmark's RPP prompts this leaves ~1.5% padding at batch 8
     (``scripts/bench_sft.py``)."""
 
     group_batches = 50
