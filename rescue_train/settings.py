@@ -194,17 +194,6 @@ def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def unflatten(flat: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in flat.items():
-        *parents, last = key.split(".")
-        node = out
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[last] = value
-    return out
-
-
 def as_list(value: Any) -> list[str]:
     """A list setting given as a list, a comma-separated string or nothing."""
     if value is None:

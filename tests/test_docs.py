@@ -44,7 +44,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FIRST = ["README.md", "docs/training.md", "docs/evaluation.md", "docs/classifiers.md", "docs/compare.md",
+FIRST = ["README.md", "docs/data.md", "docs/training.md", "docs/evaluation.md", "docs/classifiers.md", "docs/compare.md",
          "docs/baselines.md", "docs/audit.md"]  # later docs build on the runs of earlier ones
 LINKED = ("train.py", "evaluate.py", "recipes", "configs", "scripts")  # what the docs' commands name in the checkout
 COMMAND_TIMEOUT = 1200

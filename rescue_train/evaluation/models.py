@@ -121,7 +121,7 @@ def problems_before_work(cfg: EvalConfig, *, model: bool = True, judge: bool = T
     (vLLM importable, an API endpoint that answers; ``model=False`` when the caller gives a started backend),
     enough GPUs for ``data_parallel`` x ``tensor_parallel_size`` engines, and the judge's backend when a task it
     grades is evaluated (``judge=False`` when the caller gives one)."""
-    from ..executor import visible_gpus
+    from ..devices import visible_gpus
     from ..inference.factory import backend_problems
     from ..tasks import TASKS
 

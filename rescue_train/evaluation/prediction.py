@@ -136,7 +136,9 @@ def predict_sharded(cfg: EvalConfig, spec: ModelSpec, chosen: list[Variant], dat
     import sys
     from dataclasses import replace
 
-    from ..executor import ExecutorSettings, Job, Step, run_jobs, visible_gpus
+    from ..devices import visible_gpus
+    from ..executor import Job, Step, run_jobs
+    from ..jobs import ExecutorSettings
 
     instances = [inst for task in cfg.tasks for inst in data.instances[task]]
     work = []

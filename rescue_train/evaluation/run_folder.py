@@ -19,7 +19,6 @@ RESULTS_FORMAT = "rescue-train/eval-results/v1"
 PREDICTION_FIELDS = {**RECORD_FIELDS, "id": str, "unit": str, "sample_id": str, "parse_status": str,
                      "scores": dict}
 SCORE_FIELDS = {"id": str}
-RUN_FILES = ("run.json",)  # what marks a run folder made before output folders carried their marker
 
 
 def prediction_identity(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalData) -> dict[str, Any]:

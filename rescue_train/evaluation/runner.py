@@ -26,7 +26,6 @@ from .config import EvalConfig, to_dict
 from .models import problems_before_work, resolve_model
 from .plan import Benchmark, EvalData, Variant, check_training_data, variants
 from .prediction import LazyBackend, check_empty_answers, predict_sharded, predict_variant
-from .run_folder import RUN_FILES
 from .scorers import make_scorers, score_variant
 
 
@@ -52,9 +51,9 @@ def run(cfg: EvalConfig, *, backend=None, judge_backend=None) -> list[dict]:
     with ExitStack() as held:  # one writer per run folder
         chosen = [variant for variant, _ in planned]
         if len(chosen) > 1:
-            own_folder(chosen[0].output.parent, "eval", [f"{v.output.name}/run.json" for v in chosen])
+            own_folder(chosen[0].output.parent, "eval")
         for variant in chosen:
-            held.enter_context(output_folder(variant.output, "eval", RUN_FILES))
+            held.enter_context(output_folder(variant.output, "eval"))
         scorers = make_scorers(cfg, judge_backend)
         try:
             for scorer in scorers:

@@ -119,10 +119,6 @@ def model_options() -> list[str]:
     return names_in(GROUPS["model"])
 
 
-def data_options() -> list[str]:
-    return names_in(GROUPS["data"])
-
-
 def _preset_or_any(arguments: Sequence[str]) -> list[str]:
     """``model=ORG/NAME`` or ``model=FOLDER`` (not a preset's name) is ``model=any model.path=...``: the one meaning
     of ``model=`` on every command. A bare word stays a preset name (a typo is refused with the nearest one)."""

@@ -39,8 +39,6 @@ log = logging.getLogger(__name__)
 ADAPTER_DIR = "adapter"
 # Where a run lives and how it was restarted do not make it another run (a folder may be moved).
 NOT_IDENTITY = ("output_dir", "resume")
-# What marks a run folder made before output folders carried their marker (rescue_train.folders).
-RUN_FILES = ("provenance.json", "config.yaml")
 
 
 def training_args(cfg: LoraRunConfig, run_dir: Path, has_validation: bool):
@@ -167,7 +165,7 @@ def run(cfg: LoraRunConfig) -> Path:
         check_model(resolve_model_path(cfg.model.path), "model.path")  # before anything is written
     checkpoint = last_checkpoint(run_dir, cfg.resume)
     args, dtype = training_args(cfg, run_dir, has_validation=True)
-    with output_folder(run_dir, "train", RUN_FILES) if args.process_index == 0 else nullcontext():
+    with output_folder(run_dir, "train") if args.process_index == 0 else nullcontext():
         if cfg.resume == "false":  # starting over: no checkpoint of the run before may stand in for this one's
             shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
         _train(cfg, run_dir, checkpoint, args, dtype)
