@@ -188,7 +188,8 @@ def _train(cfg: LoraRunConfig, run_dir: Path, checkpoint: str | None, args, dtyp
     model = load_model(cfg.model, base_path, dtype)
     trainer = RescueSFTTrainer(model=model, args=args, train_dataset=train_data.train,
                                eval_dataset=train_data.validation, processing_class=tokenizer,
-                               peft_config=lora_config(cfg.lora), callbacks=_callbacks(cfg, run_dir, is_main))
+                               peft_config=lora_config(cfg.lora), callbacks=_callbacks(cfg, run_dir, is_main),
+                               batching=cfg.train.batching)
     # which chat template rendered the data (the model's own unless model.chat_template names a file)
     template = {"chat_template_sha256": hashlib.sha256(tokenizer.chat_template.encode()).hexdigest()[:16]}
     dropped = {}  # with packing, rows are bins of instances and cannot be compared with instance counts
@@ -202,7 +203,8 @@ def _train(cfg: LoraRunConfig, run_dir: Path, checkpoint: str | None, args, dtyp
     started = time.time()
     if is_main:
         write_json_atomic(run_dir / "provenance.json", provenance(cfg, resolved, base_path, train_data, {
-            "status": "running", "resumed_from": checkpoint, "dropped_too_long": dropped, **template}))
+            "status": "running", "resumed_from": checkpoint, "dropped_too_long": dropped, **template,
+            "batching": trainer.batching}))
     result = trainer.train(resume_from_checkpoint=checkpoint)
     metrics = dict(result.metrics)
     evals = [e for e in trainer.state.log_history if "eval_loss" in e]  # the trainer evaluates the last step too
@@ -213,6 +215,8 @@ def _train(cfg: LoraRunConfig, run_dir: Path, checkpoint: str | None, args, dtyp
         write_json_atomic(run_dir / "provenance.json", provenance(cfg, resolved, base_path, train_data, {
             "status": "finished", "resumed_from": checkpoint, "dropped_too_long": dropped,
             "global_step": trainer.state.global_step, "train_seconds": round(time.time() - started, 2),
-            "metrics": metrics, "best_checkpoint": trainer.state.best_model_checkpoint, **template}))
+            "metrics": metrics, "best_checkpoint": trainer.state.best_model_checkpoint, **template,
+            # how batches were formed, and their measured real-token share (over this process's steps)
+            "batching": trainer.batching, "non_pad_share": trainer.non_pad_share()}))
         write_model_card(run_dir)
     args.distributed_state.wait_for_everyone()

@@ -1,4 +1,5 @@
-"""A resumed training run is the run it would have been: for each kind of balance strategy and with task mixing, a
+"""A resumed training run is the run it would have been: for each kind of balance strategy and with task mixing (weighted
+draws in length-grouped batches, the default batching), a
 run stopped after a checkpoint and resumed writes the uninterrupted run's adapter byte for byte (CPU), at a
 checkpoint inside an epoch after the first and at an epoch's end, and after a real ``kill -9`` (eval and merge
 refuse the killed run until it is resumed); a finished run is left alone, and a run of another configuration is
@@ -89,6 +90,9 @@ def test_a_run_resumed_after_a_checkpoint_writes_the_uninterrupted_runs_adapter(
         assert provenance["resumed_from"] == str(resumed / "checkpoints" / f"checkpoint-{step}")
         assert provenance["global_step"] == state["global_step"]
         assert adapter_bytes(resumed) == adapter_bytes(uninterrupted), f"resumed from step {step}"
+        # weighted draws are length-grouped by default (the order a resumed run must rebuild)
+        assert provenance["batching"] == ("shuffled" if case in ("none", "sqrt_weights") else "length_grouped")
+        assert 0 < provenance["non_pad_share"] <= 1
 
 
 def launch(args: list[str]) -> list[str]:
@@ -127,7 +131,7 @@ def test_a_run_killed_by_sigkill_is_refused_until_resumed_into_the_uninterrupted
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     provenance = json.loads((killed / "provenance.json").read_text())
     assert int(provenance["resumed_from"].rsplit("-", 1)[1]) >= 12 and provenance["global_step"] == 14
-    assert adapter_bytes(killed) == adapter_bytes(whole)
+    assert adapter_bytes(killed) == adapter_bytes(whole) and provenance["batching"] == "length_grouped"
     assert find_adapter(killed)[0] == killed / "adapter"
 
 
