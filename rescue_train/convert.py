@@ -27,8 +27,8 @@ from typing import Any, List, Optional
 
 from .chat import TEMPLATE_KWARGS
 from .data import load_benchmark
-from .tasks import DataConfig
 from .data.splits import SplitManifest, assign_units, load_or_make_manifest
+from .tasks import DataConfig
 from .folders import check_owner, complete_or_absent
 from .io import write_json_atomic
 from .provenance import versions

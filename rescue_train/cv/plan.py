@@ -28,11 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from ..data import load_benchmark
-from ..tasks import DataConfig
 from ..data.splits import SplitManifest, assign_units, load_or_make_manifest
 from ..executor import Job, Outcome, Step
 from ..jobs import override, rescue_train_command, training_command
-from ..tasks import Instance, build
+from ..tasks import DataConfig, Instance, build
 from .config import CvConfig, eval_arguments
 
 ZERO_SHOT = "zero_shot"

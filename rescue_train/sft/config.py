@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from ..tasks import DataConfig
 from ..settings import ConfigError, compose, meaning, names_in, read_recipe, recipe_kind
+from ..tasks import DataConfig
 from .weighting import STRATEGIES
 
 __all__ = ["LoraRunConfig", "load_config"]
