@@ -4,8 +4,8 @@
 (strategy, test fold, seed) with the same code (``compare.run_one``) and leaves a run folder:
 
 * ``model.joblib`` (sklearn: ``{"pipeline", "labels", "logit_offset"}``) or ``model/`` (torch:
-  ``save_pretrained`` of the model or LoRA adapter, the tokenizer, and ``classifier.json`` with the labels
-  and the logit offset). Scores for new text: the model's logits placed in ``labels`` (sklearn:
+  ``save_pretrained`` of the model or LoRA adapter, the tokenizer, and ``classifier.json`` with the labels,
+  the logit offset and the input length; ``classifier.encode_inputs`` makes a new row's input). Scores for new text: the model's logits placed in ``labels`` (sklearn:
   ``logreg.classes_`` index ``labels``), plus ``logit_offset`` (the strategy's post-fit shift and the
   post-hoc tau's adjustment), with every label outside the instance's candidates masked;
 * ``config.yaml`` (resolved), ``provenance.json`` (versions, git commit, manifest hash, data fingerprints,
@@ -228,7 +228,8 @@ def _relative(path: Path, run_dir: Path) -> str:
         return str(path.resolve())
 
 
-def _save_model(config: ClassifyConfig, run_dir: Path, fitted: dict, labels: list[str], offset) -> str:
+def _save_model(config: ClassifyConfig, run_dir: Path, fitted: dict, labels: list[str], offset,
+                learner_info: dict) -> str:
     if config.learner == "sklearn":
         import joblib
 
@@ -240,7 +241,8 @@ def _save_model(config: ClassifyConfig, run_dir: Path, fitted: dict, labels: lis
     fitted["tokenizer"].save_pretrained(folder)
     (folder / "classifier.json").write_text(json.dumps({
         "labels": labels, "logit_offset": offset.tolist(), "base_model": config.torch.model,
-        "lora": config.torch.lora, "max_length": config.torch.max_length, "truncation_side": "left"}, indent=2))
+        "lora": config.torch.lora, "max_length": learner_info["inputs"]["max_length"],
+        "input": "classifiers.classifier.encode_inputs of the rows' query and conversation"}, indent=2))
     return "model"
 
 
@@ -274,7 +276,7 @@ def train(config: ClassifyConfig) -> tuple[Path, dict]:
     offset = fitted.get("logit_shift", np.zeros(len(space)))  # sklearn's logit_adjusted/balanced_softmax shift
     if record["tau"] is not None:
         offset = balance.posthoc_adjust(offset, balance.log_prior(counts), record["tau"])
-    model_path = _save_model(config, run_dir, fitted, space.names, offset)
+    model_path = _save_model(config, run_dir, fitted, space.names, offset, record["learner_info"])
     predictions = record.pop("predictions")
     with open(run_dir / "predictions.jsonl", "w", encoding="utf-8") as handle:
         handle.writelines(json.dumps(p, ensure_ascii=False) + "\n" for p in predictions)

@@ -37,13 +37,16 @@ class InterventionTiming(ClosedSetTask):
 
     def label_space(self) -> dict[str, tuple[str, ...]]:
         return {sc: (YES, NO) for sc in taxonomy.SCENARIOS}
-    question = (
-        "Question: should the therapist take the next turn, right after the current turn?\n"
+    question = "Question: should the therapist take the next turn, right after the current turn?"
+    guide = (
         "- yes: an intervention is timely and clinically useful now (a question, reflection, validation, "
         "containment, reframe or process comment would help at this point);\n"
         "- no: the therapist should keep listening (a speaker is still developing a thought, vulnerable "
         "material is still emerging, or the exchange between the clients is moving productively)."
     )
+
+    def question_for(self, inst: Instance) -> str:
+        return f"{self.question}\n{self.guide}"
 
     def options_text(self, inst: Instance) -> str:
         return "Candidates: yes, no"

@@ -79,12 +79,14 @@ class RelationPattern(ClosedSetTask):
                 ))
         return result
 
-    def question_for(self, inst: Instance) -> str:
+    def ask(self, inst: Instance) -> str:
         shown = "shown above as the current turn" if inst.current is not None else "not shown"
         unit = "couple" if inst.scenario == "couple" else "family"
         return (
             f"Question: which relation pattern dominates the {unit}'s interaction at row {inst.row_index} "
             f"(spoken by {inst.given_value('speaker')}; the turn itself is {shown})? Judge the relational "
-            f"organisation between the participants, not one person's emotion.\n\n"
-            + taxonomy.describe("relation", inst.scenario, style="short")
+            f"organisation between the participants, not one person's emotion."
         )
+
+    def label_guide(self, inst: Instance) -> str:
+        return taxonomy.describe("relation", inst.scenario, style="short")

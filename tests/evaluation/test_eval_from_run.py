@@ -13,6 +13,7 @@ import pytest
 from rescue_train.evaluation.config import load_config
 from rescue_train.evaluation.protocols import messages, prompt_hash
 from rescue_train.evaluation.runner import load_instances, run
+from rescue_train.tasks import render_for_classifier
 
 # settings that change the prompts (mode, answer format, context, RPP rules) and the split
 DATA = ["data.answer_format=json", "data.mode=audiovisual", "data.rpp_definition=A", "data.rpp_include_current=true",
@@ -77,9 +78,10 @@ def test_classifier_run_is_evaluated_on_its_own_texts_and_test_fold(tmp_path):
                  f"output_dir={out}"]) == 0
     cfg = load_config([f"run={out}", "model=tiny", "tasks=[rpp]"])
     assert (cfg.data.mode, cfg.data.rpp_definition, cfg.data.test_fold, cfg.adapter) == ("audiovisual", "A", 1, None)
-    prompts = _eval_prompts(cfg)
-    texts = {i: r["text"] for i, r in _test_rows(out, "rpp", "cls").items()}
+    instances = {inst.id: inst for inst in load_instances(cfg).instances["rpp"]}
+    rows = _test_rows(out, "rpp", "cls")
     predicted = {json.loads(line)["id"] for line in (out / "predictions.jsonl").read_text().splitlines()}
-    assert prompts and set(prompts) == set(texts) == predicted
-    for key, prompt in prompts.items():
-        assert prompt[-1]["content"] == texts[key], key
+    assert instances and set(instances) == set(rows) == predicted
+    for key, inst in instances.items():  # the classifier's own input, from the instances eval builds
+        assert {k: rows[key][k] for k in ("text", "query", "conversation")} == \
+            render_for_classifier(inst, cfg.data.mode), key
