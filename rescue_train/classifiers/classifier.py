@@ -90,6 +90,9 @@ def load_cls_rows(data_dir: str | Path, task: str) -> list[dict]:
     if not folder.exists():
         raise FileNotFoundError(f"{folder}: no classification dataset (run `rescue-train convert` for {task})")
     rows = [row for split in datasets.load_from_disk(str(folder)).values() for row in split]
+    if rows and "query" not in rows[0]:
+        raise ValueError(f"{folder}: converted by an older rescue-train, without the classifier input's query and "
+                         f"conversation; run `rescue-train convert` again")
     for row in rows:
         if row["label"] not in row["label_names"]:
             raise ValueError(f"{folder}: instance {row['id']}: label {row['label']!r} is not among its "
