@@ -1,9 +1,8 @@
 """A resumed training run is the run it would have been: for each kind of balance strategy and with task mixing, a
-run stopped after a checkpoint and resumed writes the uninterrupted run's adapter byte for byte (CPU) and reports the whole run (its sessions, seconds
-and loss), at a
-checkpoint inside an epoch after the first and at an epoch's end, and after a real ``kill -9`` (eval and merge
-refuse the killed run until it is resumed); a finished run is left alone, and a run of another configuration is
-refused."""
+run stopped after a checkpoint and resumed writes the uninterrupted run's adapter byte for byte (CPU) and reports
+the whole run (its sessions, seconds and loss), at a checkpoint inside an epoch after the first and at an epoch's
+end, and after a real ``kill -9`` (eval and merge refuse the killed run until it is resumed); a finished run is left
+alone, and a run of another configuration is refused."""
 
 from __future__ import annotations
 
