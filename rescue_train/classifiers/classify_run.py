@@ -24,6 +24,7 @@ import json
 import os
 import tempfile
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -250,6 +251,7 @@ def train(config: ClassifyConfig) -> tuple[Path, dict]:
     """Train, predict the test fold and write the run folder; returns it and the metrics."""
     from omegaconf import OmegaConf
 
+    from ..data.splits import fold_notes
     from ..io import write_json_atomic
     from ..model_card import write_model_card
     from ..provenance import config_hash, git_commit, versions
@@ -267,6 +269,7 @@ def train(config: ClassifyConfig) -> tuple[Path, dict]:
     test_fold = config.data.test_fold
     splits = fold_data(rows, manifest, space, test_fold)
     check_no_leak(splits, manifest, test_fold)
+    notes = fold_notes(manifest, test_fold, Counter(r["unit"] for r in rows))
     started = time.time()
     with tempfile.TemporaryDirectory() as work:  # trainer scratch space (nothing is checkpointed)
         record = run_classifier(config, splits, space, config.strategy, test_fold, config.seed, Path(work), {},
@@ -290,7 +293,7 @@ def train(config: ClassifyConfig) -> tuple[Path, dict]:
         "manifest_hash": manifest.hash, "split_manifest": _relative(data_dir / "split_manifest.json", run_dir),
         "manifest_notes": manifest.notes, "source": meta.get("source"),
         "source_fingerprint": meta.get("source_fingerprint"), "data_fingerprint": data_fingerprint(splits),
-        "units": {role: sorted({r["unit"] for r in s.rows}) for role, s in splits.items()},
+        "units": {role: sorted({r["unit"] for r in s.rows}) for role, s in splits.items()}, "fold_notes": notes,
         **{k: record[k] for k in ("sizes", "train_counts", "tau", "learner_info")},
         **({"tau_scores": record["tau_scores"]} if "tau_scores" in record else {}),
         "train_seconds": round(time.time() - started, 2), "git_commit": git_commit(), "versions": versions()})

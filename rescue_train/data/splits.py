@@ -13,7 +13,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from .schema import Sample
 
@@ -177,3 +177,40 @@ def load_or_make_manifest(samples: Sequence[Sample], path: Path, scheme: str, k:
     manifest = make_manifest(samples, scheme, k, seed)
     manifest.save(path)
     return manifest
+
+
+def fold_notes(manifest: SplitManifest, test_fold: int, instances_per_unit: Mapping[str, int]) -> list[str]:
+    """What test fold ``test_fold`` holds, said for each scenario that has no training or no test instances in it
+    (the real family samples are one unit, so one fold holds all of them): what its scores then measure and how to
+    choose otherwise. ``instances_per_unit`` counts the instances a command uses, by unit. Every command that
+    trains or scores on a fold says these notes (console, results, report, model card)."""
+    if manifest.scheme != "kfold":
+        return []
+    roles = manifest.roles(test_fold)
+    scenarios = sorted({manifest.scenarios[u] for u, n in instances_per_unit.items() if n})
+    notes = []
+    for scenario in scenarios:
+        mine = {u: n for u, n in instances_per_unit.items() if n and manifest.scenarios[u] == scenario}
+        count = {role: sum(n for u, n in mine.items() if roles[u] == role) for role in ("train", "validation", "test")}
+        if count["train"] and count["test"]:
+            continue
+        folds = sorted({int(manifest.assignment[u]) for u in mine})
+        role = {test_fold: "test", (test_fold + 1) % manifest.k: "validation"}  # as ``roles``; the rest trains
+        where = " and ".join(f"{role.get(f, 'training')} fold {f}" for f in folds)
+        held = f"all {scenario} data is in {where}" if len(folds) == 1 else f"the {scenario} data is in {where}"
+        others = "+".join(s for s in scenarios if s != scenario) or "other"
+        other_folds = [f for f in range(manifest.k) if f not in folds]
+        if not count["train"] and count["test"]:
+            notes.append(f"{scenario}: 0 training instances ({held}): {scenario} scores measure {others}-to-{scenario} "
+                         f"transfer. To train on {scenario} data choose another data.test_fold "
+                         f"({', '.join(map(str, other_folds)) or 'none is free of it'}; then no {scenario} instance is "
+                         f"tested), or data.split=none to test every {scenario} instance with an untrained model")
+        elif count["train"]:
+            notes.append(f"{scenario}: 0 test instances ({held}): no {scenario} scores. To score {scenario} choose "
+                         f"data.test_fold={folds[0]}")
+        else:
+            notes.append(f"{scenario}: 0 training and 0 test instances ({held}): no {scenario} scores and no "
+                         f"{scenario} training. Choose data.test_fold={folds[0]} to score {scenario}, or another "
+                         f"({', '.join(map(str, other_folds))}) to train on it")
+    return notes
+
