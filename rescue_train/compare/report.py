@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from ..classifiers.classifier import LabelSpace
+from ..data.splits import units_text
 
 
 def _cell(estimate: float | None, ci: list[float] | None) -> str:
@@ -37,8 +38,9 @@ def markdown(results: dict) -> str:
              f"Groups by share of the scenario's training instances: head ≥ {results['groups_rule']['head']:.0%}, "
              f"tail < {results['groups_rule']['tail']:.0%}. The sample size is the number of units, not of "
              f"instances.", ""]
+    lines += [f"- {note}" for note in results.get("fold_notes", [])] + [""] * bool(results.get("fold_notes"))
     for scope, stats in results["scopes"].items():
-        lines += [f"## {scope} ({stats['n']} instances, {stats['units']} units)", "",
+        lines += [f"## {scope} ({stats['n']} instances, {units_text(stats['units'])})", "",
                   "| strategy | " + " | ".join(cols) + " | Δ macro-F1 [CI] (p) | Δ tail recall [CI] (p) |",
                   "|---" * (len(cols) + 3) + "|"]
         kinds = set()
