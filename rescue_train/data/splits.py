@@ -214,12 +214,18 @@ def fold_notes(manifest: SplitManifest, folds: int | Sequence[int], instances_pe
         free = [f for f in range(manifest.k) if f not in homes]
         blind = [f for f in folds if count(f, "test") and not count(f, "train")]
         if blind:
-            which = "" if len(folds) == 1 else f" in the run{'s' * (len(blind) > 1)} of test fold " + \
-                ", ".join(map(str, blind))
+            tested = sum(count(f, "test") for f in folds)
+            which = "" if len(folds) == 1 else (
+                f" in the run{'s' * (len(blind) > 1)} of test fold{'s' * (len(blind) > 1)} "
+                f"{', '.join(map(str, blind))}, which test{'s' * (len(blind) == 1)} "
+                f"{sum(count(f, 'test') for f in blind)} of the {tested} pooled {scenario} instances")
+            choice = (f"To train on {scenario} data choose another data.test_fold ({', '.join(map(str, free))}; then "
+                      f"no {scenario} instance is tested), or data.split=none to test every {scenario} instance with "
+                      f"an untrained model" if len(folds) == 1 and free else
+                      f"While all {scenario} data is in one fold, no fold both trains on and tests it"
+                      if len(homes) == 1 else "")
             notes.append(f"{scenario}: 0 training instances{which} ({held}): {scenario} scores measure "
-                         f"{others}-to-{scenario} transfer. To train on {scenario} data choose another data.test_fold "
-                         f"({', '.join(map(str, free)) or 'none is free of it'}; then no {scenario} instance is "
-                         f"tested), or data.split=none to test every {scenario} instance with an untrained model")
+                         f"{others}-to-{scenario} transfer" + (f". {choice}" if choice else ""))
         if not any(count(f, "test") for f in folds):
             trained = any(count(f, "train") for f in folds)
             free = [f for f in free if f not in folds]
