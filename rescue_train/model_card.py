@@ -26,6 +26,8 @@ TEMPLATE = """\
 # {{ title }}
 
 {{ summary }}
+{% for note in fold_notes %}
+- {{ note }}{% endfor %}
 
 | | |
 | --- | --- |
@@ -155,6 +157,17 @@ def _classifier_facts(prov: dict[str, Any]) -> tuple[str, list[tuple[str, Any]],
     return f"RESCUE-Bench {prov.get('task', '').upper()} classifier ({prov.get('strategy')})", facts, usage
 
 
+def trained_on(source: str | None, fingerprint: str | None) -> str:
+    """What the run trained on: the bundled synthetic samples, or a user's data named by file name and
+    content fingerprint (never its path, which is the machine's)."""
+    if source == "bundled":
+        return (f"Trained with rescue-train on the bundled synthetic samples (made-up dialogues in {DATASET_NAME}'s "
+                f"format, shipped for demonstrations and tests; content fingerprint {fingerprint}), not on "
+                f"{DATASET_NAME} itself: a demonstration model, not one to use.")
+    return (f"Trained with rescue-train on `{Path(str(source)).name}` (content fingerprint {fingerprint}), data in "
+            f"{DATASET_NAME}'s format (relation-aware multi-party emotional support).")
+
+
 def _pooled(cross_validation: dict[str, Any] | None) -> dict[str, Any] | None:
     """The card's cross-validation section: ``{"results": pooled results, "path": where they are, "fold": F}``."""
     if not cross_validation:
@@ -186,6 +199,7 @@ def write_model_card(run_dir: str | Path, eval_results: Sequence[dict[str, Any]]
                     "table5": {s: table5_row(aggregates, s) for s in ("couple", "family", "both")
                                if s in aggregates[prov["task"]]}}]
     tasks = sorted(prov.get("tasks", {})) if is_lora else [prov.get("task")]
+    source = prov.get("data", {}) if is_lora else prov  # where each kind of run keeps its data's provenance
     data = ModelCardData(
         base_model=_hub_id(prov.get("model_path")), library_name="peft" if is_lora else None,
         tags=["rescue-bench", "emotional-support", "couple-and-family-therapy", *(["lora"] if is_lora else []),
@@ -193,7 +207,8 @@ def write_model_card(run_dir: str | Path, eval_results: Sequence[dict[str, Any]]
         eval_results=_eval_results(results) or None, model_name=title if results else None)
     card = ModelCard.from_template(
         data, template_str=TEMPLATE, title=title, licence=LICENCE_NOTE, usage=usage,
-        summary=f"Trained with rescue-train on {DATASET_NAME} (relation-aware multi-party emotional support).",
+        summary=trained_on(source.get("source"), source.get("source_fingerprint")),
+        fold_notes=prov.get("fold_notes") or source.get("fold_notes") or [],
         facts=[(k, "–" if v is None else v) for k, v in facts], results=[_results_table(r) for r in results],
         pooled=_pooled(cross_validation))
     path = run_dir / "README.md"

@@ -52,6 +52,8 @@ def run(cfg: EvalConfig) -> None:
     done = evaluate(cfg)
     for results in done:
         print(summary(results))
+        for note in results["split"].get("fold_notes", []):
+            print(f"  note: {note}")
         print(f"  -> {results['output_dir']}/results.json; see it: rescue-train report {results['output_dir']}")
     if len(done) > 1:
         shown = " ".join(str(r["output_dir"]) for r in done)

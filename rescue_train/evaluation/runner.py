@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from collections import Counter
 import warnings
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from ..data import load_benchmark
-from ..data.splits import SplitManifest, assign_units, check_leakage, make_manifest
+from ..data.splits import SplitManifest, assign_units, check_leakage, fold_notes, make_manifest
 from ..executor import executor_info
 from ..inference import make_backend
 from ..inference.factory import check_model
@@ -655,6 +656,9 @@ def run(cfg: EvalConfig, *, backend=None, judge_backend=None) -> list[dict]:
     for variant in variants(cfg, spec):
         data = benchmark.select(variant.cfg.data, variant.folds)
         variant.training_data = check_training_data(variant.cfg, variant, data)
+        if variant.run is not None and data.split["test_folds"]:  # a trained model: what its fold trained on
+            data.split["fold_notes"] = fold_notes(benchmark.manifest(variant.cfg.data), data.split["test_folds"],
+                                                  Counter(i.unit for built in benchmark.built.values() for i in built))
         planned.append((variant, data))
     with ExitStack() as held:  # one writer per run folder
         chosen = [variant for variant, _ in planned]
