@@ -43,6 +43,7 @@ def parse_intensity(value: Any) -> int | None:
 
 class EmotionRecognition(GenerationTask):
     name = "er"
+    headline = "er_llm"
     metric = "emotion"
     max_new_tokens = {"label": 96, "json": 96}
     report_columns = (ReportColumn("er_llm", "judge", "ER LLM"), ReportColumn("er_bert", "bertscore_f1", "ER BERT", digits=4))

@@ -28,6 +28,7 @@ _NO_WORDS = {"no", "n", "false", "0", "listen", "keep_listening", "do_not_speak"
 
 class InterventionTiming(ClosedSetTask):
     name = "itp"
+    headline = "itp_f1"
     default_context = 3
     metric = "binary"
     json_key = "should_speak"

@@ -42,6 +42,7 @@ def row_label(row: Row, fields: tuple[str, ...]) -> str | None:
 
 class RelationPattern(ClosedSetTask):
     name = "rpp"
+    headline = "rpp_accuracy"
     default_context = -1
     json_key = "relation_top3"
     taxonomy_kind = "relation"

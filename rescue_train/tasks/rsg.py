@@ -76,6 +76,7 @@ def addressed(names: Sequence[str], sample: Sample) -> str:
 
 class SupportGeneration(Task):
     name = "rsg"
+    headline = "rsg_llm"
     default_context = 5
     closed_set = False
     metric = "support"

@@ -33,6 +33,7 @@ def latest_emotion(sample: Sample, rows: tuple[int, ...], target: str) -> str:
 
 class SupportStrategy(ClosedSetTask):
     name = "ssp"
+    headline = "ssp_recall"
     default_context = 3
     json_key = "strategy_top3"
     taxonomy_kind = "strategy"

@@ -18,6 +18,7 @@ from .types import BuildResult, Instance, ReportColumn, instance_id
 
 class SupportTarget(ClosedSetTask):
     name = "stp"
+    headline = "stp_recall"
     default_context = 3
     json_key = "target_top3"
     report_columns = (ReportColumn("stp_recall", "recall@1", "STP Rec", 100),

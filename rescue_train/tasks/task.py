@@ -36,6 +36,9 @@ class Task:
     # Default generation budget (tokens) per answer format.
     max_new_tokens: dict[str, int] = {"label": 16, "json": 64}
     report_columns: tuple[ReportColumn, ...] = ()
+    # The report column that ranks models on the task (larger is better): not ITP recall, which answering
+    # "yes" always maximises, nor RSG's length.
+    headline: str = ""
     report_note: str = ""  # what the columns mean, printed above a task's own tables
     # Compared with BERTScore (``bertscore_texts``) and asked of a judge (``judge_checks``).
     bertscore: bool = False
