@@ -8,6 +8,7 @@ import numpy as np
 
 from ..classifiers.classifier import LabelSpace
 from ..data.splits import units_text
+from .stats import HEADLINE
 
 
 def _cell(estimate: float | None, ci: list[float] | None) -> str:
@@ -28,8 +29,7 @@ def _delta(test: dict | None) -> str:
 
 
 def markdown(results: dict) -> str:
-    cols = ("accuracy", "macro_f1", "balanced_accuracy", "weighted_f1", "mrr", "head_recall", "medium_recall",
-            "tail_recall")
+    cols = HEADLINE
     lines = [f"# Rebalancing strategies: {results['task']} ({results['learner']})", "",
              f"Folds {results['folds']}, seeds {results['seeds']}; percent, 95% bootstrap interval over units in "
              f"brackets. Δ = difference from the strategy's reference (`none` of its learner) with its paired "
