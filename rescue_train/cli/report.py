@@ -56,7 +56,7 @@ def run(config: ReportConfig) -> None:
     out = Path(config.output_dir)
     plots = write(report, found.results, out, config.plots)
     print(f"wrote {out / 'report.md'} ({len(found.results)} results) and {len(plots)} plots "
-          f"({out / 'models.png'} compares the models)" if plots else f"wrote {out / 'report.md'}")
+          f"in {out / 'plots'}, linked from report.md" if plots else f"wrote {out / 'report.md'}")
 
 
 COMMAND = Command("report", USAGE, load, run, schema=ReportConfig, inputs=True, labelled_inputs=True)

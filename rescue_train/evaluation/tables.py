@@ -72,7 +72,8 @@ def row_errors(results: dict[str, Any], scope: str, source: str = "") -> dict[st
 
 def cell(column: str, value: float | None, error: dict | None = None) -> str:
     """A table cell: the value, and ``± half-width`` of its interval when it has one (``*``: fewer than
-    FEW_CLUSTERS clusters)."""
+    FEW_CLUSTERS clusters), ``± –`` when it was computed without one (the table's notes say why), so an absent
+    interval never reads as no uncertainty. The report's tables and eval's console summary both read this."""
     if value is None:
         return "–"
     spec = report_columns()[column]
@@ -80,6 +81,8 @@ def cell(column: str, value: float | None, error: dict | None = None) -> str:
     if error and error.get("ci"):
         half = (error["ci"][1] - error["ci"][0]) / 2 * spec.scale
         text += f" ± {half:.{spec.digits}f}" + ("*" if error.get("few_clusters") else "")
+    elif error:
+        text += " ± –"
     return text
 
 
