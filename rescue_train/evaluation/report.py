@@ -16,7 +16,8 @@
 * a power section: the smallest difference each metric can detect at 80% power and alpha 0.05;
 * our rows say which model (the base model, and the adapter), protocol, split (test fold, limit, whether it
   includes training data) and how many instances they rest on, beside the paper's whole-benchmark rows;
-* plots (``--out``): one figure comparing every model per column with its 95% interval (``models.png``),
+* plots (``--out``, in ``plots/``, linked from report.md): one figure comparing every model per column with its
+  95% interval (``models.png``),
   per-class recall and confusion matrices per scenario for the tasks with a fixed label set (ITP, RPP, SSP).
 
 RESULTS are results.json files or folders holding them at any depth (``NAME=PATH`` names their rows); a folder

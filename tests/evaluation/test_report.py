@@ -191,3 +191,12 @@ def test_eval_summary_reads_like_the_report():
         "tiny + rpp_lora-fold2 [rank]: hf backend, test fold 2, limit 4",
         "  itp: n=4 parse failures=0  ITP P 50.00 ± –, ITP R 50.00 ± –, ITP F1 50.00 ± –",  # percent, as the tables
         "  rpp: n=2 parse failures=1  RPP Acc 50.00 ± –"]
+
+
+def test_split_words_name_the_folds_of_a_pooled_cross_validation():
+    from rescue_train.provenance import describe_split
+
+    pooled = {"split": {"scheme": "kfold", "test_fold": None, "folds": [0, 1, 2]}}
+    assert describe_split(pooled) == "test folds 0, 1, 2, pooled"  # not "test fold " with nothing after it
+    assert describe_split({"split": {"scheme": "kfold", "test_fold": 3}}) == "test fold 3"
+    assert describe_split({"split": {"scheme": "kfold", "test_fold": None}}) == "?"
