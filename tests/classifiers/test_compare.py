@@ -159,8 +159,10 @@ def test_sklearn_compare_on_bundled_data_writes_everything_and_resumes(tmp_path)
     provenance = results["provenance"]
     assert provenance["manifest_hash"] and provenance["versions"]["scikit-learn"] and provenance["run_hash"]
     assert results["strategies"]["posthoc_la"]["taus"]  # chosen on each validation fold
-    for png in results["plots"]:
-        assert (out / png).read_bytes()[:4] == b"\x89PNG"
+    text = (out / "results.md").read_text()
+    for png in results["plots"]:  # in OUT/plots, each linked from results.md under the per-class recall table
+        assert png.startswith("plots/") and (out / png).read_bytes()[:4] == b"\x89PNG"
+        assert f"]({png})" in text.split("## Per-class recall")[1]
     assert "| posthoc_la |" in (out / "results.md").read_text()
     # all folds pooled: the family instances all come from fold 0's runs, which trained on couples only
     assert results["fold_notes"] == [
