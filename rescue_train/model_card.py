@@ -14,6 +14,8 @@ from typing import Any, Sequence
 
 from .io import read_json
 from .provenance import describe_split, weights_digest
+from .scoring.cells import cell, row_errors
+from .tasks import report_columns
 
 DATASET_NAME = "RESCUE-Bench"
 LICENCE_NOTE = ("RESCUE-Bench is released for research use only. This model was trained on it: use it for "
@@ -87,12 +89,16 @@ def _protocol(results: dict[str, Any]) -> str:
 
 
 def _results_table(results: dict[str, Any]) -> dict[str, Any]:
+    """The card's table of a result: its cells as the report writes them (value ± half-width of the 95%
+    interval, ``± –`` without one)."""
     scopes = [s for s in ("couple", "family", "both") if s in results.get("table5", {})]
     columns = [c for c in results["table5"][scopes[-1]] if results["table5"][scopes[-1]][c] is not None]
+    rows = []
+    for scope in scopes:
+        errors = row_errors(results, scope) if results.get("records") or results.get("uncertainty") else {}
+        rows.append((scope, [cell(c, results["table5"][scope][c], errors.get(c)) for c in columns]))
     return {"source": results.get("label", "eval"), "protocol": _protocol(results), "split": describe_split(results),
-            "n": _counts(results) or "?", "columns": columns,
-            "rows": [(s, [f"{results['table5'][s][c]:.2f}" if results["table5"][s][c] is not None else "–"
-                          for c in columns]) for s in scopes]}
+            "n": _counts(results) or "?", "columns": [report_columns()[c].header for c in columns], "rows": rows}
 
 
 def _eval_results(results: Sequence[dict[str, Any]]):
@@ -194,7 +200,8 @@ def write_model_card(run_dir: str | Path, eval_results: Sequence[dict[str, Any]]
         from .scoring.metrics import table5_row
 
         aggregates = {prov["task"]: read_json(run_dir / "metrics.json", {}, "a classifier run's metrics")}
-        results = [{"label": "the run's own test-fold predictions",
+        records = [json.loads(line) for line in (run_dir / "predictions.jsonl").read_text().splitlines()]
+        results = [{"label": "the run's own test-fold predictions", "aggregates": aggregates, "records": records,
                     "split": {"scheme": "kfold", "test_fold": prov.get("test_fold")},
                     "table5": {s: table5_row(aggregates, s) for s in ("couple", "family", "both")
                                if s in aggregates[prov["task"]]}}]

@@ -301,9 +301,15 @@ def train(config: ClassifyConfig) -> tuple[Path, dict]:
     return run_dir, metrics
 
 
-def summary_lines(task: str, metrics: dict) -> list[str]:
-    """The test fold's metrics per scope, in percent as the reports show them."""
+def summary_lines(task: str, metrics: dict, predictions: list[dict]) -> list[str]:
+    """The test fold's metrics per scope: the report's cells (value ± half-width of the 95% interval, as
+    report.md and eval's summary write them), then the classifier's other metrics in percent."""
+    from ..scoring.cells import task_cells
+    from ..scoring.metrics import table5_row
+
+    results = {"aggregates": {task: metrics}, "records": predictions,
+               "table5": {scope: table5_row({task: metrics}, scope) for scope in metrics}}
     keys = SUMMARY.get(get_task(task).metric, SUMMARY_DEFAULT)
     show = lambda v: "–" if v is None else f"{100 * v:.2f}%"  # noqa: E731
-    return [f"{task} {scope}: n={m['n']} " + " ".join(f"{k}={show(m.get(k))}" for k in keys)
-            for scope, m in metrics.items()]
+    return [f"{task} {scope}: n={m['n']} " + ", ".join(task_cells(results, task, scope)) + "; "
+            + " ".join(f"{k}={show(m.get(k))}" for k in keys) for scope, m in metrics.items()]

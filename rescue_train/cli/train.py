@@ -91,7 +91,8 @@ def run(cfg) -> None:
         from ..classifiers.classify_run import summary_lines, train
 
         run_dir, metrics = train(cfg)
-        print("\n".join(summary_lines(cfg.task, metrics)))
+        predictions = [json.loads(line) for line in (run_dir / "predictions.jsonl").read_text().splitlines()]
+        print("\n".join(summary_lines(cfg.task, metrics, predictions)))
         say_fold_notes(run_dir)
         print(f"run folder: {run_dir} (model, config.yaml, provenance.json, predictions.jsonl, metrics.json, "
               f"README.md); beside the baselines: rescue-train baselines {cfg.data.source} "

@@ -10,7 +10,8 @@ from ..data import taxonomy
 from ..scoring.metrics import NO_ANSWER, task_labels, top1
 from ..tasks import TASKS, report_columns
 from .paired import ALPHA, metric_column
-from .tables import name_of, row_errors
+from ..scoring.cells import row_errors
+from .tables import name_of
 
 
 def models_plot(results: Sequence[dict[str, Any]], out: Path, scope: str = "both") -> list[Path]:
