@@ -274,7 +274,7 @@ def encode_inputs(tok, rows: Sequence[dict], max_length: int) -> tuple[dict, dic
     texts: dict[tuple[int, ...], set] = {}
     for row_ids, q, c in zip(ids, queries, talks):
         texts.setdefault(tuple(row_ids), set()).add((q, c))
-    collapsed = sum(1 for row_ids, q, c in zip(ids, queries, talks) if len(texts[tuple(row_ids)]) > 1)
+    collapsed = sum(len(texts[tuple(row_ids)]) > 1 for row_ids in ids)
     report = {"max_length": max_length, "instances": len(rows),
               "truncated_share": round(truncated / len(rows), 4) if rows else 0.0,
               "identical_after_truncation": collapsed}

@@ -62,5 +62,4 @@ def render_for_classifier(inst: Instance, mode: str = "dialogue") -> dict[str, s
 
 __all__ = ["ANSWER_FORMATS", "CLOSED_SET_TASKS", "METRICS", "MODES", "TASKS", "BuildOptions", "BuildResult",
            "Instance", "JudgeCheck", "Parsed", "ReportColumn", "Rubric", "Task", "build", "get_task", "render",
-           "render_for_classifier",
-           "report_columns"]
+           "render_for_classifier", "report_columns"]
