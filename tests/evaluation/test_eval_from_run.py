@@ -13,6 +13,7 @@ import pytest
 from rescue_train.evaluation.config import load_config
 from rescue_train.evaluation.protocols import messages, prompt_hash
 from rescue_train.evaluation.plan import load_instances
+from rescue_train.evaluation.report import render
 from rescue_train.evaluation.runner import run
 from rescue_train.tasks import render_for_classifier
 
@@ -63,6 +64,11 @@ def test_lora_run_is_evaluated_on_its_own_prompts_and_test_fold(lora_run, tmp_pa
     (results,) = run(cfg)
     assert {r["id"]: r["prompt_hash"] for r in results["records"]} == {k: prompt_hash(p) for k, p in trained.items()}
     assert results["model"]["tokenizer"] == str(lora_run.resolve() / "adapter")  # the run's chat template
+    # fold 1 of this split holds no family instance (all are in its training fold 0): train and eval say so
+    note = ("family: 0 test instances (all family data is in training fold 0): no family scores. Choose "
+            "data.test_fold=0 to score family")
+    assert json.loads((lora_run / "provenance.json").read_text())["data"]["fold_notes"] == [note]
+    assert results["split"]["fold_notes"] == [note] and f": {note}" in render([results])
     # an override of an inherited prompt setting is allowed, and named
     with pytest.warns(UserWarning, match=r"data.answer_format='label' overrides the run's data.answer_format='json'"):
         label = load_config([f"run={lora_run}", "tasks=[ssp,rpp]", "data.answer_format=label"])
