@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rescue_train.classifiers import balance
+from rescue_train import rebalance
 from rescue_train.classifiers.classifier import (
     BalanceSettings,
     CollapsedInputs,
@@ -66,7 +66,7 @@ def test_the_learner_refuses_inputs_that_collapse(tmp_path):
     space = LabelSpace.from_rows(rows)
     splits = {"train": Split.of(rows[:2], space), "validation": Split.of([], space), "test": Split.of(rows[2:], space)}
     with pytest.raises(CollapsedInputs, match=r"3 of 3 instances .* length of 3 tokens \(100% of inputs"):
-        fit_predict_torch(splits, space, balance.STRATEGIES["none"], TorchSettings(model="tiny", max_length=3),
+        fit_predict_torch(splits, space, rebalance.STRATEGIES["none"], TorchSettings(model="tiny", max_length=3),
                           BalanceSettings(), 0, tmp_path)
 
 
