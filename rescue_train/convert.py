@@ -28,7 +28,7 @@ from typing import Any, List, Optional
 
 from .chat import TEMPLATE_KWARGS
 from .data import load_benchmark
-from .data.config import DataConfig
+from .tasks import DataConfig
 from .data.splits import SplitManifest, assign_units, check_leakage, load_or_make_manifest
 from .folders import check_owner, complete_or_absent
 from .io import write_json_atomic

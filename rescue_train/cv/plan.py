@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..data import load_benchmark
-from ..data.config import DataConfig
+from ..tasks import DataConfig
 from ..data.splits import SplitManifest, assign_units, check_leakage, fold_notes, load_or_make_manifest
 from ..executor import Job, Outcome, Step
 from ..jobs import override, rescue_train_command, training_command
@@ -81,9 +81,7 @@ def eval_dir(out: Path, fold: int | str) -> Path:
 
 
 def data_config(config: CvConfig) -> DataConfig:
-    from ..data.config import from_mapping
-
-    return from_mapping(config.training_config["data"])
+    return DataConfig.from_mapping(config.training_config["data"])
 
 
 def the_manifest(samples, data: DataConfig, given: str | None, out: Path) -> SplitManifest:
@@ -299,7 +297,7 @@ def judge_calls(plan: Plan) -> dict[str, int] | None:
     fold and for the baseline; None without a judge."""
     from ..evaluation.usage import estimate as usage_estimate
 
-    if plan.evaluation.judge.backend == "none":
+    if not plan.evaluation.judge.on:
         return None
 
     def calls(instances: list[Instance]) -> int:

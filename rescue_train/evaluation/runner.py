@@ -21,7 +21,7 @@ from collections import Counter
 from contextlib import ExitStack
 
 from ..data.splits import fold_notes
-from ..inference.factory import check_model
+from ..inference.factory import backend_class, check_model
 from ..folders import output_folder, own_folder
 from ..provenance import config_hash
 from .config import EvalConfig, to_dict
@@ -41,9 +41,9 @@ def run(cfg: EvalConfig, *, backend=None, judge_backend=None) -> list[dict]:
     if found:
         raise ValueError("; ".join(found))
     spec = resolve_model(cfg)
-    if backend is None and cfg.backend != "openai":
+    if backend is None and not backend_class(cfg.backend).remote:
         check_model(spec.model, "model")
-    if judge_backend is None and cfg.judge.backend in ("hf", "vllm"):
+    if judge_backend is None and cfg.judge.on and not backend_class(cfg.judge.backend).remote:
         check_model(cfg.judge.model, "judge.model")
     benchmark = Benchmark(cfg)
     planned = []

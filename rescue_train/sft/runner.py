@@ -26,13 +26,14 @@ from typing import Any
 from ..executor import executor_info
 from ..inference.factory import check_model
 from ..folders import output_folder
+from ..inference.presets import resolve_model_path
 from ..io import read_json, write_json_atomic, write_text_atomic
 from ..model_card import write_model_card
 from ..provenance import config_hash, git_commit, versions
 from ..settings import flatten, read_yaml, to_yaml
 from . import data as run_data
 from .config import LoraRunConfig
-from .models import compute_dtype, load_model, load_tokenizer, lora_config, resolve_model_path
+from .models import compute_dtype, load_model, load_tokenizer, lora_config
 
 log = logging.getLogger(__name__)
 ADAPTER_DIR = "adapter"
