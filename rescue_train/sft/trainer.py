@@ -20,11 +20,18 @@ The dataset may carry two per-instance columns (see :mod:`.weighting`):
 Every training log also gets ``non_pad_share`` (real tokens / tokens in the padded batches) and
 ``tokens_per_second`` (real tokens, all ranks, since the previous log); :meth:`RescueSFTTrainer.non_pad_share`
 is the share over every step this process trained.
+
+A run may take several sessions (killed, then resumed from a checkpoint): each checkpoint keeps, in
+``sessions.json``, the sessions that led to it (steps, seconds, mean training loss of the steps it kept), so
+that the finished run's :meth:`RescueSFTTrainer.run_summary` covers the whole run, not its last session.
 """
 
 from __future__ import annotations
 
+import json
 import time
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -106,6 +113,9 @@ class ClassWeightCollator:
         return batch
 
 
+SESSIONS = "sessions.json"  # in each checkpoint: the sessions of the run up to it
+
+
 class RescueSFTTrainer(SFTTrainer):
     def __init__(self, *args, batching: str = "length_grouped", **kwargs):
         """``batching`` orders weighted draws (see :class:`EpochWeightedSampler`): ``length_grouped`` into
@@ -126,6 +136,41 @@ class RescueSFTTrainer(SFTTrainer):
         self._meter = torch.zeros(2, dtype=torch.float64)  # real tokens, padded-batch tokens since the last log
         self._run_meter = torch.zeros(2, dtype=torch.float64)  # the same over every step of this process
         self._meter_since: float | None = None
+
+    def train(self, resume_from_checkpoint=None, **kwargs):
+        """The Trainer's ``train``, with this session's start and the sessions before it (from the checkpoint's
+        ``sessions.json``) kept for :meth:`run_summary`."""
+        self._earlier: list[dict[str, Any]] = []
+        if resume_from_checkpoint and (Path(resume_from_checkpoint) / SESSIONS).is_file():
+            self._earlier = json.loads((Path(resume_from_checkpoint) / SESSIONS).read_text())
+        self._session_start = (datetime.now(timezone.utc).isoformat(timespec="seconds"), time.time())
+        return super().train(resume_from_checkpoint=resume_from_checkpoint, **kwargs)
+
+    def _session(self, loss_sum: float, seconds: float) -> dict[str, Any]:
+        first = self._initial_global_step  # the Trainer's: the step this session resumed at (0: a fresh run)
+        steps = self.state.global_step - first
+        return {"started": self._session_start[0], "steps": [first + 1, self.state.global_step],
+                "seconds": round(seconds, 2), "train_loss": loss_sum / steps if steps else None}
+
+    def _save_checkpoint(self, model, trial) -> None:
+        super()._save_checkpoint(model, trial)
+        if self.args.should_save:  # this session up to here: the loss logged so far and what is not logged yet
+            loss_sum = self._total_loss_scalar + float(self._tr_loss.item())
+            session = self._session(loss_sum, time.time() - self._session_start[1])
+            folder = Path(self._get_output_dir(trial)) / f"checkpoint-{self.state.global_step}"
+            (folder / SESSIONS).write_text(json.dumps([*self._earlier, session], indent=1))
+
+    def run_summary(self, output) -> dict[str, Any]:
+        """The whole run after ``train`` returned ``output``: every session (steps, seconds, training loss),
+        and the run's seconds and mean training loss per step over all of them."""
+        steps_now = self.state.global_step - self._initial_global_step
+        sessions = [*self._earlier, self._session(output.metrics["train_loss"] * steps_now,
+                                                  output.metrics["train_runtime"])]
+        trained = [(s["steps"][1] - s["steps"][0] + 1, s["train_loss"]) for s in sessions
+                   if s["train_loss"] is not None]
+        steps = sum(n for n, _ in trained)
+        return {"sessions": sessions, "train_seconds": round(sum(s["seconds"] for s in sessions), 2),
+                "train_loss": sum(n * loss for n, loss in trained) / steps if steps else None, "train_steps": steps}
 
     def _prepare_dataset(self, dataset, processing_class, args, packing, formatting_func, dataset_name):
         """trl's preparation of conversational prompt/completion rows (loss on the completion, rendered with
