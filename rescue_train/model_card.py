@@ -89,8 +89,8 @@ def _protocol(results: dict[str, Any]) -> str:
 
 
 def _results_table(results: dict[str, Any]) -> dict[str, Any]:
-    """The card's table of a result: its cells as the report writes them (value ± half-width of the 95%
-    interval, ``± –`` without one)."""
+    """The card's table of a result: its cells as the report writes them (value [low, high], its 95%
+    interval, ``[–]`` without one)."""
     scopes = [s for s in ("couple", "family", "both") if s in results.get("table5", {})]
     columns = [c for c in results["table5"][scopes[-1]] if results["table5"][scopes[-1]][c] is not None]
     rows = []

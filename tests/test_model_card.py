@@ -29,7 +29,7 @@ def test_classifier_run_card_carries_its_test_fold_metrics(tmp_path, capsys):
                  "released for research use only", "none: "):
         assert fact in card.text
     # the report's cells: the value with the half-width of its 95% interval over units
-    assert "| scope | RPP Acc |" in card.text and f"| both | {metrics['both']['accuracy'] * 100:.2f} ± " in card.text
+    assert "| scope | RPP Acc |" in card.text and f"| both | {metrics['both']['accuracy'] * 100:.2f} [" in card.text
     # the bundled data is named as such, and test fold 0 (all family data) is announced: console, provenance, card
     assert "on the bundled synthetic samples" in card.text and f"fingerprint {prov['source_fingerprint']}" in card.text
     (note,) = prov["fold_notes"]

@@ -298,7 +298,7 @@ def train(config: ClassifyConfig) -> tuple[Path, dict]:
 
 
 def summary_lines(task: str, metrics: dict, predictions: list[dict]) -> list[str]:
-    """The test fold's metrics per scope: the report's cells (value ± half-width of the 95% interval, as
+    """The test fold's metrics per scope: the report's cells (value [low, high], its 95% interval, as
     report.md and eval's summary write them), then the classifier's other metrics in percent."""
     from ..scoring.cells import task_cells
     from ..scoring.metrics import table5_row

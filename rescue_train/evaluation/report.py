@@ -6,7 +6,7 @@
   per scenario, each model followed by the human reference where the task scores one (RSG: the real
   therapists' turns under the same judge);
 * parse failures and judged counts per task;
-* error bars: our cells read ``value ± half-width`` of the 95% interval of results.json's ``uncertainty``
+* error bars: our cells read ``value [low, high]``, the 95% interval of results.json's ``uncertainty``
   (computed from the records for results written without one), ``*`` where it rests on fewer than 10
   clusters; cells without an interval list why under the table; the paper's rows have no per-instance
   data, hence no interval, and are not comparable;
@@ -119,7 +119,7 @@ def render(results: Sequence[dict[str, Any]], with_paper: bool = True, compariso
              "a row rests on, over the table's tasks (the paper's rows: its Table 6 counts of the whole benchmark); "
              "Split = which of them: the test fold(s) of a split, or the whole benchmark, any limit per task, and "
              "whether a trained model is scored on its own training data.")
-    errors = (f"Our cells: value ± half-width of the 95% interval, the couple or family (the split unit) as the "
+    errors = (f"Our cells: value [low, high], its 95% interval, the couple or family (the split unit) as the "
               f"cluster: for a mean over instances the cluster-robust CR2 standard error with Satterthwaite degrees of "
               f"freedom, the interval kept within the metric's range, otherwise (ITP P/R/F1, RSG distinct-n) an "
               f"expanded percentile bootstrap of units within scenario "

@@ -1,5 +1,5 @@
 """The report's result tables: rows named after their model, protocol and split, the paper's rows beside ours,
-cells with the half-width of their 95% interval, and the tasks beyond the paper in their own tables."""
+cells with their 95% interval ([low, high]), and the tasks beyond the paper in their own tables."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """A result's table cells, as every report and console summary writes them: the value in the tables' units
-with the half-width of its 95% interval (``± –`` where it has none). The evaluation report, eval's and a
+with its 95% interval as ``[low, high]`` (``[–]`` where it has none): the intervals respect the metric's range and
+are not symmetric, so a half-width would misstate them. The evaluation report, eval's and a
 classifier run's console summaries and the model cards all read these."""
 
 from __future__ import annotations
@@ -34,23 +35,23 @@ def row_errors(results: dict[str, Any], scope: str, source: str = "") -> dict[st
 
 
 def cell(column: str, value: float | None, error: dict | None = None) -> str:
-    """A table cell: the value, and ``± half-width`` of its interval when it has one (``*``: fewer than
-    FEW_CLUSTERS clusters), ``± –`` when it was computed without one (the table's notes say why), so an absent
+    """A table cell: the value, and ``[low, high]``, its interval, when it has one (``*``: fewer than
+    FEW_CLUSTERS clusters), ``[–]`` when it was computed without one (the table's notes say why), so an absent
     interval never reads as no uncertainty. The report's tables and eval's console summary both read this."""
     if value is None:
         return "–"
     spec = report_columns()[column]
     text = f"{value:.{spec.digits}f}"
     if error and error.get("ci"):
-        half = (error["ci"][1] - error["ci"][0]) / 2 * spec.scale
-        text += f" ± {half:.{spec.digits}f}" + ("*" if error.get("few_clusters") else "")
+        low, high = (bound * spec.scale for bound in error["ci"])
+        text += f" [{low:.{spec.digits}f}, {high:.{spec.digits}f}]" + ("*" if error.get("few_clusters") else "")
     elif error:
-        text += " ± –"
+        text += " [–]"
     return text
 
 
 def task_cells(results: dict[str, Any], task: str, scope: str = "both") -> list[str]:
-    """``header value ± half-width`` of each of the task's table columns, as the report's cells read."""
+    """``header value [low, high]`` of each of the task's table columns, as the report's cells read."""
     errors = row_errors(results, scope)
     return [f"{c.header} {cell(c.key, results['table5'].get(scope, {}).get(c.key), errors.get(c.key))}"
             for c in TASKS[task].report_columns if results["table5"].get(scope, {}).get(c.key) is not None]

@@ -99,7 +99,7 @@ def test_sklearn_run_prints_a_line_per_scope_and_is_deterministic(sklearn_run, t
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in lines[:3]] == ["rpp couple", "rpp family", "rpp both"]
     assert "macro_f1=" in lines[0] and "mrr=" in lines[2]
-    assert lines[2].startswith("rpp both: n=53 RPP Acc ") and " ± " in lines[2]  # as report.md writes the cell
+    assert lines[2].startswith("rpp both: n=53 RPP Acc ") and " [" in lines[2]  # as report.md writes the cell
     for name in ("predictions.jsonl", "metrics.json"):
         assert (tmp_path / "again" / name).read_bytes() == (sklearn_run / name).read_bytes()
     first, second = (json.loads((d / "provenance.json").read_text()) for d in (sklearn_run, tmp_path / "again"))

@@ -33,12 +33,12 @@ def _results():
 def test_tables_put_our_row_beside_the_paper():
     text = render([_results()])
     # ITP: 1 TP, 1 FP, 1 FN -> P = R = F1 = 50; RPP: 1 of 2 right (the failure counts as wrong) -> 50. The records
-    # carry no unit: no interval, written as absent ("± –"), not as a bare number.
-    assert "| my-lora [sft] | 50.00 ± – | 50.00 ± – | 50.00 ± – | 50.00 ± – | – | – | – | – | – | – | – | – |" in text
+    # carry no unit: no interval, written as absent ("[–]"), not as a bare number.
+    assert "| my-lora [sft] | 50.00 [–] | 50.00 [–] | 50.00 [–] | 50.00 [–] | – | – | – | – | – | – | – | – |" in text
     assert "| Qwen-Plus (paper) | 55.78 | 89.99 | 68.87 | 38.27 |" in text
     couple, family = text.split("#### Couple")[1].split("#### Family")
-    assert "| my-lora [sft] | 50.00 ± – | 50.00 ± – | 50.00 ± – | – |" in couple
-    assert "| my-lora [sft] | – | – | – | 50.00 ± – |" in family.split("#### Both")[0]
+    assert "| my-lora [sft] | 50.00 [–] | 50.00 [–] | 50.00 [–] | – |" in couple
+    assert "| my-lora [sft] | – | – | – | 50.00 [–] |" in family.split("#### Both")[0]
     assert "| my-lora [sft] | rpp | 2 | 1 | 0 | 0 | – | – |" in text
 
 
@@ -63,11 +63,11 @@ def test_report_command_writes_markdown_and_plots(tmp_path, capsys):
 
 def test_report_without_units_says_why_there_is_no_interval():
     text = render([_results()])
-    # Records written without their unit (cluster) get no interval: every cell says so ("± –", never a bare
+    # Records written without their unit (cluster) get no interval: every cell says so ("[–]", never a bare
     # number that reads as no uncertainty) and the reason is given under the table.
     assert "No interval: the records carry no unit (cluster)" in text
     ours = [line for line in text.splitlines() if line.startswith("| my-lora [sft] |") and "50.00" in line]
-    assert ours and all(cell.strip().endswith("± –") for line in ours for cell in line.split("|")
+    assert ours and all(cell.strip().endswith("[–]") for line in ours for cell in line.split("|")
                         if "50.00" in cell)
 
 
@@ -125,7 +125,7 @@ def test_table_cells_carry_the_half_width_of_their_interval():
     aggregates = {"stp": aggregate("stp", records)}
     results = {"label": "m", "config": {"protocol": "rank"}, "aggregates": aggregates, "records": records,
                "table5": {s: table5_row(aggregates, s) for s in ("couple", "family", "both")}}
-    assert f"| m [rank] | – | – | – | – | 33.33 ± {50 * (high - low):.2f}* | " in render([results], with_paper=False)
+    assert f"| m [rank] | – | – | – | – | 33.33 [{100 * low:.2f}, {100 * high:.2f}]* | " in render([results], with_paper=False)
 
 
 def test_delta_table_bolds_only_holm_significant_cells():
@@ -173,7 +173,7 @@ def test_report_reads_the_default_layout_skips_unfinished_runs_and_names_rows_fu
     assert "wrote runs/report/report.md (3 results)" in out and Path("runs/report/plots/models.png").is_file()
     table5 = Path("runs/report/report.md").read_text().split("## Table 11")[0]
     # n: 4 ITP + 2 RPP instances; the paper's rows rest on its Table 6 counts of the whole benchmark: 3,006 + 2,133 + 1,637 + 1,637 + 926 + 855 = 10,194.
-    assert "| tiny + rpp_lora-fold2 [rank] | 50.00 ± – | 50.00 ± – | 50.00 ± – | 50.00 ± – |" in table5
+    assert "| tiny + rpp_lora-fold2 [rank] | 50.00 [–] | 50.00 [–] | 50.00 [–] | 50.00 [–] |" in table5
     assert table5.count("| 6 | test fold 2, limit 4 |") == 1 and "| 6 | test fold 2 |" in table5
     assert "| Qwen2.5-7B + rpp_lora-fold2 [rank] |" in table5
     assert "| Qwen2.5-7B [sft] (includes training data) |" in table5
@@ -195,8 +195,8 @@ def test_eval_summary_reads_like_the_report():
     results = {**_adapter_results("tiny", {"scheme": "kfold", "test_fold": 2}, limit=4), "backend": {"backend": "hf"}}
     assert summary(results).splitlines() == [
         "tiny + rpp_lora-fold2 [rank]: hf backend, test fold 2, limit 4",
-        "  itp: n=4 parse failures=0  ITP P 50.00 ± –, ITP R 50.00 ± –, ITP F1 50.00 ± –",  # percent, as the tables
-        "  rpp: n=2 parse failures=1  RPP Acc 50.00 ± –"]
+        "  itp: n=4 parse failures=0  ITP P 50.00 [–], ITP R 50.00 [–], ITP F1 50.00 [–]",  # percent, as the tables
+        "  rpp: n=2 parse failures=1  RPP Acc 50.00 [–]"]
 
 
 def test_split_words_name_the_folds_of_a_pooled_cross_validation():
