@@ -28,7 +28,7 @@ docs/classifiers.md. The keys below are the given recipe's kind (LoRA when none 
 
 A LoRA run writes output_dir (default runs/<name>/<model>/fold<test_fold>): adapter/, config.yaml,
 provenance.json, README.md (its model card), logs/ (tensorboard --logdir runs); evaluate it with
-rescue-train eval run=OUTPUT_DIR. A classifier run writes its model, test-fold predictions and metrics.json."""
+rescue-train eval run=OUTPUT_DIR protocol=rank. A classifier run writes its model, test-fold predictions and metrics.json."""
 
 
 def recipe_of(words: list[str]) -> str | None:
@@ -99,7 +99,16 @@ def run(cfg) -> None:
     run_dir = train_lora(cfg)
     if main_process:
         print(f"adapter: {run_dir / 'adapter'}; run folder {run_dir} (config.yaml, provenance.json, README.md, logs/)")
-        print(f"evaluate it on its test fold: rescue-train eval run={run_dir}")
+        print(f"evaluate it on its test fold: {next_step(cfg, run_dir)}")
+
+
+def next_step(cfg, run_dir: Path) -> str:
+    """The evaluation a run is scored by: closed-set tasks ranked (every candidate scored, no parse failures),
+    as the comparisons and cv score them; a run of generation tasks only is asked with its training prompts."""
+    from ..tasks import TASKS
+
+    ranked = any(TASKS[task].closed_set for task in cfg.tasks)
+    return f"rescue-train eval run={run_dir}" + (" protocol=rank" if ranked else "")
 
 
 COMMAND = Command("train", usage, load, run, schema_for=schema_for, extra_keys=("recipe", "model", "data"))

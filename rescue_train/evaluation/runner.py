@@ -40,7 +40,7 @@ from ..tasks import TASKS, Instance, build
 from .config import RUNTIME_KEYS, EvalConfig, budget_override, to_dict
 from .models import ModelSpec, backend_spec, model_name, problems_before_work, resolve_model
 from .trained import SPLIT_KEYS, TrainingRun
-from .protocols import predict
+from .protocols import decoding, predict
 from .usage import print_estimate, usage_totals
 
 RESULTS_FORMAT = "rescue-train/eval-results/v1"
@@ -609,6 +609,7 @@ def write_results(cfg, spec, variant, data, backend_info, identity, folder, reco
         "includes_training_data": variant.training_data is not None,
         "training_data": variant.training_data,
         "backend": backend_info,
+        "decoding": decoding(cfg.protocol, cfg.constrained, backend_info, cfg.data.answer_format),
         "versions": versions(),
         "git_commit": git_commit(),
         "executor": executor_info(),

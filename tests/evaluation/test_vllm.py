@@ -100,6 +100,21 @@ def test_structured_outputs_hold(engine):
                     assert text in inst.candidates
 
 
+def test_constrained_answers_match_hf(engine, hf):
+    """One protocol, one decoding: the same constrained answers from both local backends (the same grammar engine,
+    float32 in both), labels and JSON alike."""
+    samples = load_samples("bundled")
+    insts = [build(t, samples).instances[1] for t in TASKS]
+    for protocol in ("sft", "paper"):
+        prompts = [messages(i, protocol, "dialogue") for i in insts]
+        constraints = [constraint(i, protocol) for i in insts]
+        ours = engine.generate(prompts, max_new_tokens=[24] * len(insts), constraints=constraints, adapter="lora")
+        theirs = hf.generate(prompts, max_new_tokens=[24] * len(insts), constraints=constraints, adapter="lora")
+        assert ours == theirs
+        labels = [t for i, t in zip(insts, ours) if constraint(i, protocol) and "choice" in constraint(i, protocol)]
+        assert len(labels) == (4 if protocol == "sft" else 0)
+
+
 @pytest.mark.parametrize("protocol", ["sft", "paper", "rank"])
 def test_evaluator_runs_all_tasks_through_vllm(engine, tiny, adapter, tmp_path, protocol):
     cfg = load_config([f"model={tiny}", f"adapter={adapter}", "backend=vllm", f"protocol={protocol}", "limit=2",
@@ -107,6 +122,7 @@ def test_evaluator_runs_all_tasks_through_vllm(engine, tiny, adapter, tmp_path, 
     (results,) = run(cfg, backend=engine)
     assert {r["task"] for r in results["records"]} == set(TASKS) and len(results["records"]) == 2 * len(TASKS)
     assert results["model"]["adapter"] == adapter
+    assert (results["decoding"], results["backend"]["dtype"]) == ("constrained", "float32")
     closed = [r for r in results["records"] if TASKS[r["task"]].closed_set]
     if protocol != "paper":  # rank: full rankings; sft: the choice constraint gives one label
         assert all(r["parse_status"] == "ok" for r in closed)
