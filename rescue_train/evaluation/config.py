@@ -82,9 +82,11 @@ class EvalConfig(ApiOptions, EngineOptions):
         "vllm: engine processes, each on its own tensor_parallel_size GPUs (on CPU its share of the threads), "
         "each predicting a share of the instances into the one results folder", low=1))
     constrained: bool = field(default=True, metadata=meaning(
-        "structured outputs where the backend has them (vllm; json mode for openai)"))
+        "answers held to the candidate labels or JSON schema (hf, vllm; openai: JSON only); false: free"))
     rank_score: str = field(default="sum", metadata=meaning("sum = log P(answer and end of turn); mean = per token"))
     progress: bool = field(default=True, metadata=meaning("progress bars"))
+    verbose: bool = field(default=False, metadata=meaning(
+        "the engine's own output on the console too (default: in the run folder's eval.log)"))
     allow_empty_answers: bool = field(default=False, metadata=meaning(
         "score a run even when most server answers were empty (they count as failures, reason empty)"))
     judge: JudgeConfig = field(default_factory=JudgeConfig)
@@ -92,7 +94,7 @@ class EvalConfig(ApiOptions, EngineOptions):
 
 
 # Keys that change how fast a run goes, not what it computes: left out of the run hash.
-RUNTIME_KEYS = ("output_dir", "overwrite", "batch_size", "chunk", "progress", "concurrency", "max_retries",
+RUNTIME_KEYS = ("output_dir", "overwrite", "batch_size", "chunk", "progress", "verbose", "concurrency", "max_retries",
                 "timeout", "token_param", "gpu_memory_utilization", "include_base", "adapter", "data_parallel",
                 "allow_empty_answers", "allow_training_data")
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from ..console import chatter_to
 from ..data import load_benchmark
 from ..data.splits import SplitManifest, assign_units, check_leakage, make_manifest
 from ..executor import executor_info
@@ -320,7 +321,13 @@ def predict_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: Ev
     done = folder.done_predictions()
     todo = [inst for task in cfg.tasks for inst in data.instances[task] if inst.id not in done]
     chunk = cfg.chunk or DEFAULT_CHUNK[cfg.backend] or cfg.batch_size
-    print_estimate(cfg, todo, [i for task in cfg.tasks for i in data.instances[task]], done, folder)
+    asked = [i for task in cfg.tasks for i in data.instances[task]]
+    print_estimate(cfg, todo, asked, done, folder)
+    if todo and len(todo) < len(asked):
+        print(f"{variant.name}: reusing {len(asked) - len(todo)} finished predictions in {folder.path}; "
+              f"{len(todo)} to predict", flush=True)
+    if todo:
+        backend.get()  # started before the progress bar, whose first estimate would count the engine's start
     with _progress(len(todo), f"{variant.name}: predict", cfg.progress) as bar:
         def keep(records: list[dict]) -> None:  # on disk as they arrive: a kill re-asks nothing that came back
             append_jsonl(folder.predictions, records)
@@ -668,13 +675,15 @@ def run(cfg: EvalConfig, *, backend=None, judge_backend=None) -> list[dict]:
             for scorer in scorers:
                 scorer.check([task for task in cfg.tasks if scorer.applies(task)])
             lazy = LazyBackend(cfg, spec, backend)
-            try:
-                if cfg.data_parallel > 1 and backend is None:
-                    for same, data in _same_instances(planned):
-                        predict_sharded(same[0].cfg, spec, same, data)
-                predicted = [(v, d, predict_variant(v.cfg, spec, v, d, lazy)) for v, d in planned]
-            finally:
-                lazy.close()  # every prediction is made: free the device before a local judge model or engine starts
+            log = (chosen[0].output if len(chosen) == 1 else chosen[0].output.parent) / "eval.log"
+            with chatter_to(log, verbose=cfg.verbose or cfg.backend != "vllm", loggers_of=["vllm.logger"]):
+                try:
+                    if cfg.data_parallel > 1 and backend is None:
+                        for same, data in _same_instances(planned):
+                            predict_sharded(same[0].cfg, spec, same, data)
+                    predicted = [(v, d, predict_variant(v.cfg, spec, v, d, lazy)) for v, d in planned]
+                finally:
+                    lazy.close()  # all predicted: free the device before a local judge model or engine starts
             for variant, data, done in predicted:
                 check_empty_answers(variant.cfg, variant, [done.records[i.id] for task in cfg.tasks
                                                            for i in data.instances[task]])

@@ -70,7 +70,7 @@ def test_rank_records_are_full_rankings_by_loglik(hf, tmp_path):
         assert record["scores"]["mrr"] == (1 / rank if rank <= 3 else 0.0)
 
 
-def test_killed_run_resumes_without_recomputing(hf, tmp_path):
+def test_killed_run_resumes_without_recomputing(hf, tmp_path, capsys):
     args = FAST + [f"output_dir={tmp_path}", "tasks=[itp,stp]", "limit=3", "batch_size=2"]
     # chunk = batch_size = 2 instances per step; die on the third backend call.
     killed = Counting(hf, fail_after_calls=2)
@@ -82,8 +82,10 @@ def test_killed_run_resumes_without_recomputing(hf, tmp_path):
     with (tmp_path / "predictions.jsonl").open("a") as handle:  # the kill also tore a line mid-write
         handle.write('{"id": "half a rec')
     again = Counting(hf)
+    capsys.readouterr()
     (results,) = run(load_config(args), backend=again)
     assert again.generated == 2  # only the 2 unfinished instances
+    assert f"base: reusing 4 finished predictions in {tmp_path}; 2 to predict\n" in capsys.readouterr().out
     assert [r["id"] for r in results["records"][:4]] == sorted((r["id"] for r in saved),  # saved as they came
                                                                key=[r["id"] for r in results["records"]].index)
     assert len(results["records"]) == 6 and len(read_jsonl(tmp_path / "predictions.jsonl")) == 6
