@@ -243,3 +243,19 @@ def test_eval_output_folder_is_per_model_and_a_changed_config_is_named(tmp_path,
     assert (tmp_path / "runs" / "eval" / "tiny" / "rank" / "results.json").is_file()
     assert rescue_train([*base, "data.mode=audio"]) == 2
     assert "data.mode: 'dialogue' there, 'audio' here" in capsys.readouterr().err
+
+
+def test_unknown_keys_are_answered_by_meaning_before_spelling():
+    """Other tools' names for our keys (settings.ALIASES), and a key of ours given without its section, suggest
+    the key that means the same, in the key's own section first; other typos, the nearest spelling."""
+    from rescue_train.settings import check_keys
+    from rescue_train.sft.config import LoraRunConfig
+
+    expected = {"train.learning_rate": "train.lr", "learning_rate": "train.lr", "epochs": "train.epochs",
+                "num_train_epochs": "train.epochs", "batch": "train.batch_size", "batch_size": "train.batch_size",
+                "output": "output_dir", "lora_r": "lora.r", "train.gradient_accumulation_steps": "train.grad_accum",
+                "train.logging_step": "train.logging_steps"}
+    for given, meant in expected.items():
+        with pytest.raises(ConfigError) as info:
+            check_keys(LoraRunConfig, [given], "train")
+        assert str(info.value) == f"unknown key {given}; did you mean {meant}?"

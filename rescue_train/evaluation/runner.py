@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from ..console import chatter_to
+from ..console import chatter_to, shown, shown_err
 from ..data import load_benchmark
 from ..data.splits import SplitManifest, assign_units, check_leakage, make_manifest
 from ..executor import executor_info
@@ -274,7 +274,7 @@ def _chunks(items: list, size: int) -> Iterable[list]:
 def _progress(total: int, desc: str, enabled: bool):
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, unit="inst", disable=not enabled or total == 0)
+    return tqdm(total=total, desc=desc, unit="inst", disable=not enabled or total == 0, file=shown_err())
 
 
 class LazyBackend:
@@ -325,7 +325,7 @@ def predict_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: Ev
     print_estimate(cfg, todo, asked, done, folder)
     if todo and len(todo) < len(asked):
         print(f"{variant.name}: reusing {len(asked) - len(todo)} finished predictions in {folder.path}; "
-              f"{len(todo)} to predict", flush=True)
+              f"{len(todo)} to predict", file=shown(), flush=True)
     if todo:
         backend.get()  # started before the progress bar, whose first estimate would count the engine's start
     with _progress(len(todo), f"{variant.name}: predict", cfg.progress) as bar:
@@ -676,7 +676,7 @@ def run(cfg: EvalConfig, *, backend=None, judge_backend=None) -> list[dict]:
                 scorer.check([task for task in cfg.tasks if scorer.applies(task)])
             lazy = LazyBackend(cfg, spec, backend)
             log = (chosen[0].output if len(chosen) == 1 else chosen[0].output.parent) / "eval.log"
-            with chatter_to(log, verbose=cfg.verbose or cfg.backend != "vllm", loggers_of=["vllm.logger"]):
+            with chatter_to(log, verbose=cfg.verbose or cfg.backend != "vllm"):
                 try:
                     if cfg.data_parallel > 1 and backend is None:
                         for same, data in _same_instances(planned):

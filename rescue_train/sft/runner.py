@@ -18,7 +18,7 @@ import json
 import logging
 import shutil
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -172,6 +172,29 @@ def run(cfg: LoraRunConfig) -> Path:
     return run_dir
 
 
+@contextmanager
+def interrupts_name_the_step(trainer):
+    """Ctrl-C, or the SIGTERM with which ``accelerate launch`` stops its training process on Ctrl-C (and SLURM a job
+    at its time limit), ends training with one line naming the step (the command prints it and exits 130): the run
+    resumes from its last checkpoint when the same command runs again."""
+    import signal
+    import threading
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, stop) if main_thread else None
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(f"interrupted at step {trainer.state.global_step}; rerun the same command to "
+                                "resume") from None
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
+
+
 def _train(cfg: LoraRunConfig, run_dir: Path, checkpoint: str | None, args, dtype) -> None:
     from .trainer import RescueSFTTrainer
 
@@ -203,7 +226,12 @@ def _train(cfg: LoraRunConfig, run_dir: Path, checkpoint: str | None, args, dtyp
     if is_main:
         write_json_atomic(run_dir / "provenance.json", provenance(cfg, resolved, base_path, train_data, {
             "status": "running", "resumed_from": checkpoint, "dropped_too_long": dropped, **template}))
-    result = trainer.train(resume_from_checkpoint=checkpoint)
+    if checkpoint and is_main:
+        state = read_json(Path(checkpoint) / "trainer_state.json", {"global_step": int}, "a checkpoint's trainer state")
+        print(f"resuming from {Path(checkpoint).name}, step {state['global_step']} of {state.get('max_steps', '?')}",
+              flush=True)
+    with interrupts_name_the_step(trainer):
+        result = trainer.train(resume_from_checkpoint=checkpoint)
     metrics = dict(result.metrics)
     evals = [e for e in trainer.state.log_history if "eval_loss" in e]  # the trainer evaluates the last step too
     if evals:

@@ -68,7 +68,7 @@ def started(tiny, adapter, tmp_path_factory):
     from rescue_train.inference.vllm import VLLMBackend
 
     folder = tmp_path_factory.mktemp("console")
-    with console(folder / "console.txt"), chatter_to(folder / "eval.log", loggers_of=["vllm.logger"]):
+    with console(folder / "console.txt"), chatter_to(folder / "eval.log"):
         backend = VLLMBackend(tiny, adapters={"lora": adapter}, dtype="float32", max_model_len=8192, progress=False)
     yield backend, folder
     backend.close()

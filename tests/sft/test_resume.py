@@ -127,6 +127,8 @@ def test_a_run_killed_by_sigkill_is_refused_until_resumed_into_the_uninterrupted
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     provenance = json.loads((killed / "provenance.json").read_text())
     assert int(provenance["resumed_from"].rsplit("-", 1)[1]) >= 12 and provenance["global_step"] == 14
+    step = provenance["resumed_from"].rsplit("-", 1)[1]
+    assert f"resuming from checkpoint-{step}, step {step} of 14\n" in resumed.stdout
     assert adapter_bytes(killed) == adapter_bytes(whole)
     assert find_adapter(killed)[0] == killed / "adapter"
 
