@@ -27,7 +27,7 @@ or data=PATH for data.source=PATH): {', '.join(names_in('configs/data'))}. More 
 docs/classifiers.md. The keys below are the given recipe's kind (LoRA when none is given).
 
 A LoRA run writes output_dir (default runs/<name>/<model>/fold<test_fold>): adapter/, config.yaml,
-provenance.json, README.md (its model card), logs/ (tensorboard --logdir runs); evaluate it with
+provenance.json, README.md (its model card), logs/ (tensorboard --logdir runs), loss.png; evaluate it with
 rescue-train eval run=OUTPUT_DIR protocol=rank. A classifier run writes its model, test-fold predictions and metrics.json."""
 
 
@@ -98,8 +98,22 @@ def run(cfg) -> None:
         return
     run_dir = train_lora(cfg)
     if main_process:
-        print(f"adapter: {run_dir / 'adapter'}; run folder {run_dir} (config.yaml, provenance.json, README.md, logs/)")
+        print(finished_line(run_dir))
+        print(f"adapter: {run_dir / 'adapter'}; run folder {run_dir} (config.yaml, provenance.json, README.md, logs/, "
+              "loss.png)")
         print(f"evaluate it on its test fold: {next_step(cfg, run_dir)}")
+
+
+def finished_line(run_dir: Path) -> str:
+    """The end of a run in one line: its steps and time, its last training and validation loss."""
+    from ..io import read_json
+
+    prov = read_json(run_dir / "provenance.json", {"global_step": int}, "a training run's provenance")
+    metrics = prov.get("metrics") or {}
+    losses = "".join(f", {name} {metrics[key]:.4g}" for key, name in (("train_loss", "train loss"),
+                                                                     ("eval_loss", "validation loss"))
+                     if isinstance(metrics.get(key), (int, float)))
+    return f"finished: {prov['global_step']} steps in {prov.get('train_seconds', 0):.0f} s{losses}"
 
 
 def next_step(cfg, run_dir: Path) -> str:

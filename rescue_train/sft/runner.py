@@ -8,7 +8,8 @@
 * ``config.yaml`` – the resolved config; ``provenance.json`` – versions, git commit, split manifest hash,
   data fingerprint, seed, base model, final metrics;
 * ``data/`` – the converted datasets and the split manifest of this run;
-* ``checkpoints/`` – trainer checkpoints (resume); ``logs/`` – TensorBoard events.
+* ``checkpoints/`` – trainer checkpoints (resume); ``logs/`` – TensorBoard events; ``loss.png`` – training and
+  validation loss over the steps.
 """
 
 from __future__ import annotations
@@ -243,4 +244,25 @@ def _train(cfg: LoraRunConfig, run_dir: Path, checkpoint: str | None, args, dtyp
             "global_step": trainer.state.global_step, "train_seconds": round(time.time() - started, 2),
             "metrics": metrics, "best_checkpoint": trainer.state.best_model_checkpoint, **template}))
         write_model_card(run_dir)
+        plot_loss(trainer.state.log_history, run_dir / "loss.png")
     args.distributed_state.wait_for_everyone()
+
+
+def plot_loss(history: list[dict[str, Any]], path: Path) -> None:
+    """Training and validation loss over the optimiser steps, from the trainer's log history (a run resumed
+    from a checkpoint has that checkpoint's history too), as ``loss.png`` in the run folder."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6, 3.5))
+    for key, label in (("loss", "train"), ("eval_loss", "validation")):
+        points = [(entry["step"], entry[key]) for entry in history if key in entry and "step" in entry]
+        if points:
+            axes.plot(*zip(*points), marker="o" if len(points) < 20 else None, label=label)
+    axes.set(xlabel="optimiser step", ylabel="loss", title=path.parent.name)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
