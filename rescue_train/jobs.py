@@ -49,6 +49,45 @@ def shaping_settings(launch: LaunchSettings) -> dict[str, Any]:
     return {"config_file": content, "args": launch.args}
 
 
+def gpus_asked(config: Any) -> str | None:
+    """What an accelerate config asks of GPUs, in its own words (``gpu_ids: 0``, ``distributed_type: MULTI_GPU``),
+    or None for a config that trains on the CPU or anywhere."""
+    if not isinstance(config, dict) or config.get("use_cpu"):
+        return None
+    kind = str(config.get("distributed_type", "NO")).upper()
+    if kind in ("MULTI_GPU", "FSDP", "DEEPSPEED"):
+        return f"distributed_type: {kind}"
+    ids = config.get("gpu_ids")
+    return f"gpu_ids: {ids}" if ids not in (None, "", "all") else None
+
+
+def gpu_config_problem(config_file: str | None, gpus: Sequence[str], where: str = "--config_file") -> str | None:
+    """A config that asks for GPUs on a machine without them is refused before any run starts: accelerate would
+    train on the CPU without a word (only provenance's ``gpus: []`` telling), hours slower than the config meant."""
+    if not config_file or gpus:
+        return None
+    import yaml
+
+    found = find_yaml(config_file, "configs/accelerate", "accelerate config")
+    asked = gpus_asked(yaml.safe_load(found.read_text(encoding="utf-8")))
+    if asked is None:
+        return None
+    return (f"{where}={config_file} asks for GPUs ({asked}) and this machine has none (CUDA_VISIBLE_DEVICES and "
+            f"nvidia-smi list none): train on the CPU with {where}=cpu (or without a config), or on GPU nodes")
+
+
+def problems(launch: LaunchSettings) -> list[str]:
+    """What would stop the training runs before the first starts: the executor's settings and, for runs on this
+    machine, an accelerate config asking for GPUs it does not have."""
+    from .executor import problems as executor_problems
+    from .executor import visible_gpus
+
+    found = executor_problems(launch)
+    if not found and launch.executor == "local":
+        found += [p for p in [gpu_config_problem(launch.config_file, visible_gpus(), "launch.config_file")] if p]
+    return found
+
+
 def rescue_train_command(command: str, *args: str) -> list[str]:
     """``python -m rescue_train COMMAND ARGS`` with this interpreter."""
     return [sys.executable, "-m", "rescue_train", command, *args]

@@ -67,6 +67,12 @@ def run(args) -> int:
     from accelerate.commands.launch import launch_command
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
+    from ..executor import visible_gpus
+    from ..jobs import gpu_config_problem
+
+    problem = gpu_config_problem(args.config_file, visible_gpus())
+    if problem:
+        raise ValueError(problem)
     try:
         with tempfile.TemporaryDirectory(prefix="rescue-train-launch-") as scratch:
             if args.config_file:
