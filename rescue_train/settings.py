@@ -257,12 +257,21 @@ def to_yaml(config: Any) -> str:
 
 # ------------------------------------------------------------------------------------------ --help
 
-def describe(schema: type, prefix: str = "", skip: Sequence[str] = (), instance: Any = None) -> list[str]:
-    """One line per key: ``name  type = default  meaning`` (defaults from ``instance``, else the schema's)."""
+def describe(schema: type, prefix: str = "", skip: Sequence[str] = (), instance: Any = None,
+             width: int | None = None) -> list[str]:
+    """One entry per key: ``name  type = default  meaning`` (defaults from ``instance``, else the schema's), wrapped
+    to ``width`` (the terminal's). The schema's own keys come first, then those it inherits (eval's engine and API
+    keys), so that a command's main keys lead."""
+    import shutil
+    import textwrap
+
+    width = width or shutil.get_terminal_size((120, 24)).columns  # COLUMNS, the terminal, else 120
     lines = []
     instance = schema() if instance is None else instance
     hints = _hints(schema)
-    for f in dataclasses.fields(schema):
+    own = set(schema.__dict__.get("__annotations__", {}))
+    fields = dataclasses.fields(schema)
+    for f in [f for f in fields if f.name in own] + [f for f in fields if f.name not in own]:
         key = prefix + f.name
         if key in skip:
             continue
@@ -270,14 +279,18 @@ def describe(schema: type, prefix: str = "", skip: Sequence[str] = (), instance:
         inner = _unwrap(tp)
         default = getattr(instance, f.name)
         if isinstance(inner, type) and dataclasses.is_dataclass(inner):
-            lines += describe(inner, f"{key}.", skip, default)
+            lines += describe(inner, f"{key}.", skip, default, width)
             continue
         shown = "null" if default is None else str(default).lower() if isinstance(default, bool) else repr(default) \
             if isinstance(default, str) else str(default)
         text = f.metadata.get("help", "")
         if "range" in f.metadata:
             text = f"{text} [{f.metadata['range']}]".lstrip()
-        lines.append(f"  {key:<30} {type_name(tp):<12} = {shown:<12} {text}".rstrip())
+        line = f"  {key:<30} {type_name(tp):<12} = {shown:<12} {text}".rstrip()
+        # continued under the meaning where a terminal leaves it room, else just indented
+        indent = 61 if width >= 100 else 6
+        lines.append(textwrap.fill(line, width=max(width, 60), subsequent_indent=" " * indent,
+                                   break_long_words=False, break_on_hyphens=False))
     return lines
 
 

@@ -157,11 +157,27 @@ def _one_line(message, category, filename, lineno, file=None, line=None) -> None
     print(f"warning: {message}", file=shown_err() if file is None else file)  # on the console, even while quiet
 
 
-def help_text(command: Command, schema: type | None) -> str:
+def help_text(command: Command, schema: type | None, settings: Any = None) -> str:
+    """The usage and every key; the values are those of ``settings`` (what the other arguments, a recipe, give)
+    where they could be read, else the defaults."""
     parts = [(command.usage() if callable(command.usage) else command.usage).rstrip()]
     if schema is not None:
-        parts.append("keys (key  type = default  meaning):\n" + "\n".join(describe(schema)))
+        given = settings if isinstance(settings, schema) else None
+        parts.append(f"keys (key  type = {'value' if given else 'default'}  meaning):\n" +
+                     "\n".join(describe(schema, instance=given)))
     return "\n\n".join(parts)
+
+
+def settings_for_help(command: Command, schema: type | None, argv: list[str]) -> Any:
+    """The settings the rest of ``argv`` (``recipe=ssp_lora``, keys) makes, for --help to show, or None where they
+    do not load (help is shown all the same)."""
+    rest = [a for a in argv if a not in HELP and a != "--cfg"]
+    if not rest or schema is None:
+        return None
+    try:
+        return command.load(*ArgumentReader(command, schema).read(rest))
+    except ERRORS:
+        return None
 
 
 def execute(command: Command, argv: Sequence[str]) -> int:
@@ -177,7 +193,7 @@ def execute(command: Command, argv: Sequence[str]) -> int:
                 return int(command.run(command.load(argv, [])) or 0)
             schema = command.schema_for(argv) if command.schema_for else command.schema
             if any(a in HELP for a in argv):
-                print(help_text(command, schema))
+                print(help_text(command, schema, settings_for_help(command, schema, argv)))
                 return 0
             reader = ArgumentReader(command, schema)
             inputs, overrides = reader.read([a for a in argv if a != "--cfg"])
