@@ -62,6 +62,8 @@ def describe_split(results: dict[str, Any]) -> str:
             f"test fold{'s' if len(folds) > 1 else ''} {', '.join(map(str, folds))}" if scheme == "kfold" else "?")
     if config.get("limit"):
         text += f", limit {config['limit']}"
+    if config.get("sample"):
+        text += f", sample {config['sample']} (seed {config.get('seed', 0)})"
     return text + (", includes training data" if results.get("includes_training_data") else "")
 
 

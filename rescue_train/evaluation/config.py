@@ -66,9 +66,11 @@ class EvalConfig(ApiOptions, EngineOptions):
         "score a trained model on samples its run trained or validated on (results then say 'includes "
         "training data')"))
     seed: int = field(default=0, metadata=meaning(
-        "the backend's sampling seed (the split seed is data.split_seed)", low=0))
+        "the backend's sampling seed, and sample='s draw (the split seed is data.split_seed)", low=0))
     limit: Optional[int] = field(default=None, metadata=meaning(
-        "at most this many instances per task (smoke runs)", low=1))
+        "at most this many instances per task, the first ones (smoke runs)", low=1))
+    sample: Optional[int] = field(default=None, metadata=meaning(
+        "this many instances per task spread over the units, drawn with seed (a small representative run)", low=1))
     output_dir: Optional[str] = field(default=None, metadata=meaning(
         "default runs/eval/<model>[+<adapter>]/<protocol>"))
     overwrite: bool = field(default=False, metadata=meaning(

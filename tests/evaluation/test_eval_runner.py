@@ -226,3 +226,21 @@ def test_every_scorer_is_checked_before_the_first_prediction(tmp_path, capsys, s
                  f"output_dir={out}"]) == 2
     assert message in capsys.readouterr().err
     assert not (out / "predictions.jsonl").exists()
+
+
+def test_sample_spreads_its_instances_over_the_units():
+    """sample=N: N instances per task, as many units as N allows, in benchmark order, the same for the same seed;
+    limit=N takes the first N (here all of one unit)."""
+    from collections import namedtuple
+
+    from rescue_train.data.splits import spread_sample
+
+    Item = namedtuple("Item", "unit n")
+    items = [Item("a", 0), Item("a", 1), Item("a", 2), Item("b", 3), Item("b", 4), Item("c", 5)]
+    drawn = spread_sample(items, 3, seed=0)
+    assert sorted(i.unit for i in drawn) == ["a", "b", "c"] and drawn == sorted(drawn, key=lambda i: i.n)
+    assert spread_sample(items, 3, seed=0) == drawn and spread_sample(items, 5, seed=1)[-1] == Item("c", 5)
+    assert spread_sample(items, 9, seed=0) == items
+    first = load_instances(load_config(["model=tiny", "data.split=none", "tasks=[itp]", "limit=4"])).instances["itp"]
+    sampled = load_instances(load_config(["model=tiny", "data.split=none", "tasks=[itp]", "sample=4"])).instances["itp"]
+    assert len({i.unit for i in first}) == 1 and len({i.unit for i in sampled}) == 4 and len(sampled) == 4
