@@ -34,7 +34,7 @@ def load(inputs: list[str], overrides: list[str]):
 def run(settings) -> None:
     from ..evaluation.models import backend_spec, resolve_model
     from ..evaluation.protocols import constraint, max_new_tokens, messages, rank_request
-    from ..evaluation.runner import load_instances
+    from ..evaluation.plan import load_instances
     from ..inference import make_backend
     from ..tasks import TASKS
 
