@@ -45,10 +45,16 @@ def test_results_document_all_tasks(hf, tmp_path, protocol):
     record = results["records"][0]
     assert set(record) >= {"id", "task", "scenario", "unit", "sample_id", "gold", "prediction", "parse_status",
                            "raw", "prompt_hash", "scores"}
-    # A 3-token answer of a random model never parses: each one is counted as a wrong answer, none dropped.
+    # A free 3-token answer of a random model never parses: each one is counted as a wrong answer, none dropped.
     # (The random model's 3 tokens for an RSG turn are blank lines: an empty turn, which fails too.)
     failures = sum(r["parse_status"] == "failed" for r in results["records"])
-    assert failures == (6 if protocol == "rank" else 14)  # rank: only ER, VP and RSG are generated
+    closed = [r for r in results["records"] if r["task"] in ("itp", "rpp", "stp", "ssp")]
+    if protocol == "sft":  # held to the labels: an answer is a label, or a label cut short by the 3-token budget
+        assert all(r["raw"] == r["prediction"][0] for r in closed if r["parse_status"] == "ok")
+        assert any(r["parse_status"] == "ok" for r in closed)
+        assert failures == 6 + sum(r["parse_status"] == "failed" for r in closed)
+    else:
+        assert failures == (6 if protocol == "rank" else 14)  # rank: only ER, VP and RSG are generated
     assert results["counts"]["itp"]["both"]["n"] == 2
     assert sum(results["counts"][t]["both"]["parse_failures"] for t in results["counts"]) == failures
     on_disk = json.loads((tmp_path / "results.json").read_text())
