@@ -193,7 +193,7 @@ def interrupts_name_the_step(trainer):
         raise KeyboardInterrupt(f"interrupted at step {trainer.state.global_step}; rerun the same command to "
                                 "resume") from None
     finally:
-        if main_thread:
+        if main_thread and previous is not None:  # None: a handler not set from Python, left as it is
             signal.signal(signal.SIGTERM, previous)
 
 
