@@ -47,11 +47,11 @@ def test_a_deepspeed_file_found_nowhere_is_an_error_naming_both_places(monkeypat
 def test_a_gpu_config_on_a_machine_without_gpus_is_refused_before_any_run(monkeypatch, capsys):
     """single_gpu (gpu_ids: 0) and multi_gpu ask for GPUs: with none visible, rescue-train launch and the
     comparisons' and cv's launch settings stop in one line; the cpu config, and any config where GPUs are, pass."""
-    import rescue_train.executor
+    import rescue_train.jobs
     from rescue_train.cli import main
     from rescue_train.jobs import LaunchSettings, gpu_config_problem, problems
 
-    monkeypatch.setattr(rescue_train.executor, "visible_gpus", lambda: [])
+    monkeypatch.setattr(rescue_train.jobs, "visible_gpus", lambda: [])
     advice = ("and this machine has none (CUDA_VISIBLE_DEVICES and nvidia-smi list none): train on the CPU with "
               "{}=cpu (or without a config), or on GPU nodes")
     assert gpu_config_problem("single_gpu", []) == \

@@ -67,10 +67,9 @@ def run(args) -> int:
     from accelerate.commands.launch import launch_command
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
-    from ..executor import visible_gpus
-    from ..jobs import gpu_config_problem
+    from .. import jobs
 
-    problem = gpu_config_problem(args.config_file, visible_gpus())
+    problem = jobs.gpu_config_problem(args.config_file, jobs.visible_gpus())
     if problem:
         raise ValueError(problem)
     try:

@@ -67,10 +67,10 @@ def rank_command(config: CompareConfig, run_dir: Path, eval_dir: Path) -> list[s
 def problems(config: CompareConfig) -> list[str]:
     """What would stop the runs, found before the first one starts: the executor's settings (sbatch, GPUs) and vLLM
     for ``rank.backend=vllm`` (imported by a fresh interpreter, as each rank evaluation will)."""
+    from ..jobs import problems as executor_problems
     from ..inference.factory import backend_problems
-    from ..jobs import problems as launch_problems
 
-    return launch_problems(config.launch) + backend_problems(config.rank.backend, prefix="rank.",
+    return executor_problems(config.launch) + backend_problems(config.rank.backend, prefix="rank.",
                                                                separate_process=True)
 
 

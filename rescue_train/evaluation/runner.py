@@ -20,14 +20,13 @@ from __future__ import annotations
 from contextlib import ExitStack
 
 from ..console import chatter_to
-from ..inference.factory import check_model
+from ..inference.factory import backend_class, check_model
 from ..folders import output_folder, own_folder
 from ..provenance import config_hash
 from .config import EvalConfig, to_dict
 from .models import problems_before_work, resolve_model
 from .plan import Benchmark, EvalData, Variant, check_training_data, variants
 from .prediction import LazyBackend, check_empty_answers, predict_sharded, predict_variant
-from .run_folder import RUN_FILES
 from .scorers import make_scorers, score_variant
 
 
@@ -40,9 +39,9 @@ def run(cfg: EvalConfig, *, backend=None, judge_backend=None) -> list[dict]:
     if found:
         raise ValueError("; ".join(found))
     spec = resolve_model(cfg)
-    if backend is None and cfg.backend != "openai":
+    if backend is None and not backend_class(cfg.backend).remote:
         check_model(spec.model, "model")
-    if judge_backend is None and cfg.judge.backend in ("hf", "vllm"):
+    if judge_backend is None and cfg.judge.on and not backend_class(cfg.judge.backend).remote:
         check_model(cfg.judge.model, "judge.model")
     benchmark = Benchmark(cfg)
     planned = []
@@ -53,9 +52,9 @@ def run(cfg: EvalConfig, *, backend=None, judge_backend=None) -> list[dict]:
     with ExitStack() as held:  # one writer per run folder
         chosen = [variant for variant, _ in planned]
         if len(chosen) > 1:
-            own_folder(chosen[0].output.parent, "eval", [f"{v.output.name}/run.json" for v in chosen])
+            own_folder(chosen[0].output.parent, "eval")
         for variant in chosen:
-            held.enter_context(output_folder(variant.output, "eval", RUN_FILES))
+            held.enter_context(output_folder(variant.output, "eval"))
         scorers = make_scorers(cfg, judge_backend)
         try:
             for scorer in scorers:
