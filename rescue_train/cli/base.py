@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from ..console import shown_err
-from ..data.schema import DataError
+from ..data.fields import DataError
 from ..data.splits import LeakageError
 from ..inference import BackendError
 from ..settings import ConfigError, by_meaning, describe, keys, section_type, to_yaml, type_name

@@ -40,7 +40,7 @@ def test_a_run_ends_with_its_summary_its_loss_plot_and_the_evaluation_it_is_scor
     prov = json.loads((launched_run / "provenance.json").read_text())
     metrics = prov["metrics"]
     *_, summary, _, next_step = (launched_run.parent / "console.txt").read_text().splitlines()
-    assert summary == (f"finished: 2 steps in {prov['train_seconds']:.0f} s, train loss {metrics['train_loss']:.4g}, "
+    assert summary == (f"finished: 2 steps in {prov['train_seconds']:.0f} s, train loss {prov['train_loss']:.4g}, "
                        f"validation loss {metrics['eval_loss']:.4g}")
     assert next_step == f"evaluate it on its test fold: rescue-train eval run={launched_run} protocol=rank"
     assert (launched_run / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
