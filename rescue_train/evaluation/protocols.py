@@ -63,13 +63,13 @@ def constraint(inst: Instance, protocol: str, fmt: str = "label") -> dict[str, A
 
 def decoding(protocol: str, constrained: bool, backend: dict[str, Any], fmt: str = "label") -> str:
     """How a result's generated answers were decoded: ``constrained`` (labels and JSON held to their constraint),
-    ``free``, or on an API backend, which constrains JSON answers (``structured``) but never labels, ``free labels``
-    where the protocol asks for labels."""
+    ``free``, or on an API backend, which constrains JSON answers (its ``structured`` mode) but never labels, ``free
+    labels`` where the protocol asks for labels. ``backend`` is the backend's description (``Backend.info``)."""
     if not constrained:
         return "free"
     if backend.get("structured_outputs"):
         return "constrained"
-    if backend.get("backend") == "openai" and backend.get("structured", "none") != "none":
+    if backend.get("structured", "none") != "none":
         return "constrained" if answer_format(protocol, fmt) == "json" else "free labels"
     return "free"
 

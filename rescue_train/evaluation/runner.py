@@ -66,7 +66,7 @@ def run(cfg: EvalConfig, *, backend=None, judge_backend=None) -> list[dict]:
                 scorer.check([task for task in cfg.tasks if scorer.applies(task)])
             lazy = LazyBackend(cfg, spec, backend)
             log = (chosen[0].output if len(chosen) == 1 else chosen[0].output.parent) / "eval.log"
-            with chatter_to(log, verbose=cfg.verbose or cfg.backend != "vllm"):
+            with chatter_to(log, verbose=cfg.verbose or not backend_class(cfg.backend).chatty):
                 try:
                     if cfg.data_parallel > 1 and backend is None:
                         for same, data in _same_instances(planned):

@@ -54,6 +54,7 @@ class VLLMBackend(Backend):
     name = "vllm"
     data_parallel = True
     constrains = True
+    chatty = True
     default_chunk = 1024
 
     @classmethod
