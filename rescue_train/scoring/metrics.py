@@ -17,6 +17,7 @@ never replaced by the gold. Averages are micro (over instances), reported for co
 from __future__ import annotations
 
 import warnings
+from collections import Counter
 from typing import Any, Iterable, Sequence
 
 import numpy as np
@@ -93,6 +94,46 @@ def _closed_set_values(records: list[dict], task: str) -> dict[str, list[float |
     return values
 
 
+# The "few" (rare) classes of a scope: its gold classes from the rarest up, as many as together hold at most this
+# share of the scope's instances (at least the rarest one). Defined on the evaluated gold, so that every model
+# compared on the same instances is measured on the same classes, and any saved result can be re-scored alone.
+FEW_SHARE = 1 / 3
+
+
+def few_classes(gold: Sequence[str]) -> list[str]:
+    """The rare classes of ``gold`` (:data:`FEW_SHARE`); ties in count go by name."""
+    counts = Counter(gold)
+    few: list[str] = []
+    held = 0
+    for label in sorted(counts, key=lambda c: (counts[c], c)):
+        if few and held + counts[label] > FEW_SHARE * len(gold):
+            break
+        few.append(label)
+        held += counts[label]
+    return few
+
+
+def _classes(records: list[dict], task: str) -> tuple[list[str], list[str | None]]:
+    """Each record's gold class and predicted top-1 class (None without an answer), by the task's class of
+    a label (``Task.class_key``: the label itself, STP's kind of target)."""
+    key = TASKS[task].class_key
+    return ([key(r["gold"]) for r in records],
+            [None if top1(r["prediction"]) == NO_ANSWER else key(top1(r["prediction"])) for r in records])
+
+
+def _tail(records: list[dict], task: str) -> dict[str, Any]:
+    """The rare classes' mean recall (``few_recall``) and the label-collapse line: how many distinct classes the
+    model predicted (``predicted_labels``) against how many the gold holds (``gold_labels``), and the entropy in
+    bits of the predicted classes (``prediction_entropy``; answers that failed left out)."""
+    gold, pred = _classes(records, task)
+    few = few_classes(gold)
+    answered = Counter(p for p in pred if p is not None)
+    shares = np.array(list(answered.values()), float) / max(1, sum(answered.values()))
+    return {"few_recall": float(np.mean([np.mean([p == c for g, p in zip(gold, pred) if g == c]) for c in few])),
+            "few_classes": few, "predicted_labels": len(answered), "gold_labels": len(set(gold)),
+            "prediction_entropy": float(-(shares * np.log2(shares)).sum()) + 0.0}
+
+
 def _binary(records: list[dict], task: str) -> dict[str, Any]:
     gold = [r["gold"] for r in records]
     pred = [top1(r["prediction"]) for r in records]
@@ -104,7 +145,8 @@ def _binary(records: list[dict], task: str) -> dict[str, Any]:
     recall_no = tn / max(1, sum(g == "no" for g in gold))
     recall_yes = tp / max(1, sum(g == "yes" for g in gold))
     values = _closed_set_values(records, task)
-    return {"precision": float(p[0]), "recall": float(r[0]), "f1": float(f[0]),
+    return {**_tail(records, task), "precision": float(p[0]), "recall": float(r[0]), "f1": float(f[0]),
+            "macro_f1": float(f1_score(gold, pred, labels=sorted(set(gold)), average="macro", zero_division=0)),
             "accuracy": _mean(values["accuracy"]), "expected_accuracy": _mean_of_all(values["expected_accuracy"]),
             # Mean recall of the two gold classes; an unparsed answer counts against its own class.
             "balanced_accuracy": (recall_yes + recall_no) / 2 if {"yes", "no"} <= set(gold) else None,
@@ -132,7 +174,7 @@ def _ranking(records: list[dict], task: str, label_space: Sequence[str] | None) 
         warnings.filterwarnings("ignore", message="y_pred contains classes not in y_true")
         out["balanced_accuracy"] = float(balanced_accuracy_score(gold, pred)) if len(set(gold)) > 1 else None
     out["per_class"] = _per_class(gold, pred, labels)
-    return out
+    return {**out, **_tail(records, task)}
 
 
 JUDGE_ON_FAILURE = ("floor", "exclude")
@@ -383,21 +425,61 @@ def _confusion_draws(records: list[dict], clusters: np.ndarray, n_clusters: int,
     return classes, lambda counts: _class_scores((counts @ per_cluster).reshape(-1, k, k))
 
 
+def _few_draws(support: np.ndarray) -> np.ndarray:
+    """:func:`few_classes` on each draw: ``support[b, class]`` (classes sorted by name) -> which are rare."""
+    present = support > 0
+    order = np.argsort(np.where(present, support, np.inf), axis=1, kind="stable")  # rarest first, ties by name
+    held = np.cumsum(np.take_along_axis(support, order, 1), axis=1)
+    rare = held <= FEW_SHARE * support.sum(1, keepdims=True)
+    rare[:, 0] = True
+    few = np.zeros_like(present)
+    np.put_along_axis(few, order, rare, 1)
+    return few & present
+
+
+def _tail_draws(records: list[dict], task: str, clusters: np.ndarray, n_clusters: int):
+    """:func:`_tail`'s numbers on each draw (its rare classes chosen on the draw, as on any record set)."""
+    gold, pred = _classes(records, task)
+    classes, per_cluster = _confusion_by_cluster(gold, [NO_ANSWER if p is None else p for p in pred], clusters,
+                                                 n_clusters)
+    k = len(classes)
+    answer = np.array([c != NO_ANSWER for c in classes])
+
+    def metrics(counts: np.ndarray) -> dict[str, np.ndarray]:
+        conf = (counts @ per_cluster).reshape(-1, k, k)
+        s = _class_scores(conf)
+        few = _few_draws(s["support"])
+        predicted = conf.sum(1) * answer
+        shares = predicted / np.maximum(1.0, predicted.sum(1, keepdims=True))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return {"few_recall": (s["recall"] * few).sum(1) / few.sum(1),
+                    "predicted_labels": (predicted > 0).sum(1).astype(float),
+                    "prediction_entropy": -np.where(shares > 0, shares * np.log2(np.where(shares > 0, shares, 1)),
+                                                    0.0).sum(1) + 0.0}
+    return metrics
+
+
 def _binary_resampled(records, task, label_space, clusters, n_clusters):
     classes, draw_scores = _confusion_draws(records, clusters, n_clusters, ("yes", "no"))
     yes, no = classes.index("yes"), classes.index("no")
+    tail = _tail_draws(records, task, clusters, n_clusters)
+    gold_classes = np.array([c in {r["gold"] for r in records} for c in classes])
 
     def metrics(counts: np.ndarray) -> dict[str, np.ndarray]:
         s = draw_scores(counts)
         both = (s["support"][:, yes] > 0) & (s["support"][:, no] > 0)
-        return {"precision": s["precision"][:, yes], "recall": s["recall"][:, yes], "f1": s["f1"][:, yes],
-                "balanced_accuracy": np.where(both, (s["recall"][:, yes] + s["recall"][:, no]) / 2, np.nan)}
+        macro = gold_classes & (s["support"] > 0)
+        with np.errstate(invalid="ignore"):
+            return {"precision": s["precision"][:, yes], "recall": s["recall"][:, yes], "f1": s["f1"][:, yes],
+                    "balanced_accuracy": np.where(both, (s["recall"][:, yes] + s["recall"][:, no]) / 2, np.nan),
+                    "macro_f1": (s["f1"] * macro).sum(1) / macro.sum(1), **tail(counts)}
     return metrics
 
 
 def _ranking_resampled(records, task, label_space, clusters, n_clusters):
     classes, draw_scores = _confusion_draws(records, clusters, n_clusters, ())
     in_space = np.array([label_space is None or c in label_space for c in classes])
+    tail = _tail_draws(records, task, clusters, n_clusters)
 
     def metrics(counts: np.ndarray) -> dict[str, np.ndarray]:
         s = draw_scores(counts)
@@ -406,7 +488,8 @@ def _ranking_resampled(records, task, label_space, clusters, n_clusters):
         with np.errstate(invalid="ignore"):
             return {"macro_f1": (s["f1"] * macro).sum(1) / macro.sum(1),
                     "balanced_accuracy": np.where(present.sum(1) > 1,
-                                                  (s["recall"] * present).sum(1) / present.sum(1), np.nan)}
+                                                  (s["recall"] * present).sum(1) / present.sum(1), np.nan),
+                    **tail(counts)}
     return metrics
 
 
