@@ -13,7 +13,7 @@ plus ``OUT/split_manifest.json`` (written once, then reused) and ``OUT/convert_m
 counts, exclusions, load notes, source fingerprint, versions). Every dataset row carries ``fold`` and
 ``split`` so a trainer can pick any fold of the k-fold manifest; the DatasetDict's keys are the splits for
 ``test_fold``. ``OUT`` is complete or absent: it is written beside itself and renamed into place at the
-end (:mod:`rescue_train.io`).
+end (:mod:`rescue_train.folders`).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from .chat import TEMPLATE_KWARGS
 from .data import load_benchmark
 from .data.config import DataConfig
 from .data.splits import SplitManifest, assign_units, check_leakage, load_or_make_manifest
-from .io import check_owner, complete_or_absent, write_json_atomic
+from .folders import check_owner, complete_or_absent
+from .io import write_json_atomic
 from .provenance import versions
 from .settings import meaning
 from .tasks import TASKS, Instance, build, get_task, render

@@ -89,6 +89,7 @@ class Job:
     name: str  # unique among the jobs of one call, e.g. "none/fold0_seed0"; also its SLURM job's name
     steps: Sequence[Step]
     done: Optional[Callable[[], bool]] = None  # the whole job finished before (nothing to run)
+    ranks: int = 1  # processes of one run that split its slot's CPUs (vLLM's CPU workers: tensor_parallel_size)
 
 
 @dataclass
@@ -307,7 +308,8 @@ def run_jobs(jobs: Sequence[Job], settings: ExecutorSettings, folder: Path, *, t
              on_done: Callable[[Outcome], None] | None = None, progress: bool = True) -> list[Outcome]:
     """Run every job that is not done under ``settings``; one outcome per job, in the jobs' order.
 
-    The interface every command that launches runs uses (``compare``'s LoRA runs; cross-validation the same way):
+    The interface every command that launches runs uses (``compare``'s LoRA runs; cross-validation and ``eval``'s
+    data-parallel engines the same way):
 
     - ``jobs``: :class:`Job` objects, each ``Job(name, steps, done)``. ``name`` is unique among ``jobs`` (e.g.
       ``"none/fold0_seed0"``; it names the SLURM job and its folder). ``steps`` run one after the other in one
@@ -387,7 +389,7 @@ def _run_local(jobs: list[Job], settings: ExecutorSettings, folder: Path, finish
         with lock:
             active[0] += 1
         try:
-            env = {**slot.env(), ENV: json.dumps({"kind": "local"})}
+            env = {**slot.env(job.ranks), ENV: json.dumps({"kind": "local"})}
             return _outcome(job, run_steps(job.steps, env, started=track))
         finally:
             with lock:

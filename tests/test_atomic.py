@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rescue_train.io import append_jsonl, complete_or_absent, read_jsonl
+from rescue_train.folders import complete_or_absent
+from rescue_train.io import append_jsonl, read_jsonl
 
 MARKED = b'{\n  "format": "rescue-train/output-folder/v1",\n  "command": "convert"\n}\n'  # what convert made
 

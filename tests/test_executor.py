@@ -69,6 +69,21 @@ def test_local_runs_in_parallel_with_the_threads_divided(tmp_path, monkeypatch):
     assert (tmp_path / "one.log").read_text().startswith(f"$ {sys.executable} -c import pathlib")
 
 
+def test_a_job_of_several_ranks_binds_each_to_its_share_of_the_slots_cpus(tmp_path, monkeypatch):
+    """A vLLM engine of tensor_parallel_size 2 on the CPU (eval's data-parallel engines): its slot's CPUs are split
+    between its two workers."""
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    cpus = usable_cpus()
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs")
+    job = Job("engine", [python_step(tmp_path, "engine", REPORT, str(tmp_path / "engine.json"))], ranks=2)
+    [outcome] = run_jobs([job], ExecutorSettings(parallel=1), tmp_path, progress=False)
+    assert outcome.state == "done", outcome.message
+    half = len(cpus) // 2
+    assert json.loads((tmp_path / "engine.json").read_text())["bind"] == \
+        f"{','.join(map(str, cpus[:half]))}|{','.join(map(str, cpus[half:2 * half]))}"
+
+
 def test_a_failed_job_is_reported_with_its_logs_tail_and_the_others_go_on(tmp_path):
     failing = "import sys\nfor i in range(30): print('line', i)\nsys.exit(3)"
     never = tmp_path / "never.txt"

@@ -8,7 +8,7 @@ import pytest
 from rescue_train.cli import main as cli
 from rescue_train.evaluation.config import load_config
 from rescue_train.evaluation.protocols import predict
-from rescue_train.evaluation.runner import load_instances
+from rescue_train.evaluation.plan import load_instances
 from rescue_train.export.lm_eval import export
 from rescue_train.inference.hf import HFBackend
 from rescue_train.tiny import tiny_model_path

@@ -13,7 +13,7 @@ import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = {
-    0: ("__init__", "io", "provenance", "devices", "paper", "settings", "chat"),
+    0: ("__init__", "io", "folders", "provenance", "devices", "paper", "settings", "chat"),
     1: ("data",),
     2: ("tasks",),
     3: ("inference", "scoring", "convert", "stats", "tiny", "model_card", "executor", "jobs"),
@@ -66,7 +66,7 @@ def part(module: str) -> str:
 
 def test_resolves_relative_and_function_level_imports():
     assert {"rescue_train.tiny", "rescue_train.devices"} <= GRAPH["rescue_train.sft.models"]
-    assert "rescue_train.scoring.judge" in GRAPH["rescue_train.evaluation.runner"]
+    assert "rescue_train.scoring.judge" in GRAPH["rescue_train.evaluation.scorers"]
 
 
 def test_every_part_has_a_layer():

@@ -22,7 +22,8 @@ from typing import Any, Callable
 
 from ..inference import Arrivals, BackendError, Completion, as_completion
 from ..inference.factory import check_model
-from ..io import append_jsonl, output_folder, read_json, read_jsonl, write_json_atomic
+from ..folders import output_folder
+from ..io import append_jsonl, read_json, read_jsonl, write_json_atomic
 from ..provenance import config_hash, git_commit, versions
 from .config import AuditConfig, answer_budget, chosen_criteria, judge_identity, make_judge
 from .criteria import EXPLORATORY_KEYS, PARSE_FAIL, answer_schema, family, label_answer, messages, prompt_key

@@ -32,7 +32,7 @@ See them with: rescue-train report OUTPUT_DIR (tables beside the paper's, plots 
 def summary(results: dict) -> str:
     """The report's cells of each task (both scenarios: percent for ITP to SSP, judge scores 1-5, BERTScore F1,
     with the 95% interval's half-width), its n and failures, and which instances the numbers rest on."""
-    from ..evaluation.report import name_of, task_cells
+    from ..evaluation.tables import name_of, task_cells
     from ..provenance import describe_split
 
     lines = [f"{name_of(results)}: {results['backend'].get('backend')} backend, {describe_split(results)}"]

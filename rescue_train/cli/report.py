@@ -42,7 +42,8 @@ def load(inputs: list[str], overrides: list[str]) -> ReportConfig:
 
 
 def run(config: ReportConfig) -> None:
-    from ..evaluation.report import build, find_results, reference_index, write
+    from ..evaluation.paired import reference_index
+    from ..evaluation.report import build, find_results, write
 
     found = find_results(config.results)
     for note in found.notes:

@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from ..classifiers.classifier import LabelSpace
+from .stats import HEADLINE
 
 
 def _cell(estimate: float | None, ci: list[float] | None) -> str:
@@ -27,8 +28,7 @@ def _delta(test: dict | None) -> str:
 
 
 def markdown(results: dict) -> str:
-    cols = ("accuracy", "macro_f1", "balanced_accuracy", "weighted_f1", "mrr", "head_recall", "medium_recall",
-            "tail_recall")
+    cols = HEADLINE
     lines = [f"# Rebalancing strategies: {results['task']} ({results['learner']})", "",
              f"Folds {results['folds']}, seeds {results['seeds']}; percent, 95% bootstrap interval over units in "
              f"brackets. Δ = difference from the strategy's reference (`none` of its learner) with its paired "

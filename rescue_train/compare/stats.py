@@ -19,12 +19,14 @@ from typing import Any
 import numpy as np
 
 from ..classifiers.classifier import LabelSpace
+from ..scoring.metric import (FREQUENCY_GROUPS, ClassScores, balanced_accuracy, frequency_group, macro_f1,
+                              recall_of)
 from ..scoring.uncertainty import Bootstrap, cluster_bootstrap
 from .config import CompareConfig, EvalSettings, strategy_summary
 
 HEADLINE = ("accuracy", "macro_f1", "balanced_accuracy", "weighted_f1", "mrr",
             "head_recall", "medium_recall", "tail_recall")
-GROUPS = ("head", "medium", "tail")
+GROUPS = FREQUENCY_GROUPS
 TEST_BATCH = 250  # swap patterns scored at once (memory: seeds x batch x instances)
 
 
@@ -35,8 +37,7 @@ def frequency_groups(train_counts: dict[str, int], space: LabelSpace, head: floa
         names = [n for (s, _), n in zip(space.classes, space.names) if s == scenario]
         total = sum(train_counts.get(n, 0) for n in names) or 1
         for n in names:
-            share = train_counts.get(n, 0) / total
-            groups[n] = "head" if share >= head else "tail" if share < tail else "medium"
+            groups[n] = frequency_group(train_counts.get(n, 0) / total, head, tail)
     return groups
 
 
@@ -45,20 +46,14 @@ def metrics_from_confusion(conf: np.ndarray, reciprocal_rank_sum: np.ndarray, gr
     """Headline metrics for a batch of confusion matrices ``conf[b, gold, predicted]`` (weighted counts)
     and the sums of the gold's reciprocal ranks. Macro scores average over the classes present in the
     gold, as metrics.aggregate does; a frequency group without test instances gives nan."""
-    support, predicted = conf.sum(2), conf.sum(1)
-    hits = np.diagonal(conf, axis1=1, axis2=2)
-    total = support.sum(1)
-    present = support > 0
+    scores = ClassScores.of(conf)
+    total = scores.support.sum(1)
     with np.errstate(divide="ignore", invalid="ignore"):
-        recall = np.where(present, hits / support, 0.0)
-        precision = np.where(predicted > 0, hits / predicted, 0.0)
-        f1 = np.where(precision + recall > 0, 2 * precision * recall / (precision + recall), 0.0)
-        out = {"accuracy": hits.sum(1) / total, "macro_f1": (f1 * present).sum(1) / present.sum(1),
-               "balanced_accuracy": (recall * present).sum(1) / present.sum(1),
-               "weighted_f1": (f1 * support).sum(1) / total, "mrr": reciprocal_rank_sum / total}
-        for code, group in enumerate(GROUPS):
-            chosen = present & (group_of == code)[None, :]
-            out[f"{group}_recall"] = (recall * chosen).sum(1) / chosen.sum(1)  # nan when the group is absent
+        out = {"accuracy": scores.hits.sum(1) / total, "macro_f1": macro_f1(scores),
+               "balanced_accuracy": balanced_accuracy(scores),
+               "weighted_f1": (scores.f1 * scores.support).sum(1) / total, "mrr": reciprocal_rank_sum / total}
+    for code, group in enumerate(GROUPS):
+        out[f"{group}_recall"] = recall_of(scores, (group_of == code)[None, :])  # nan when the group is absent
     return out
 
 

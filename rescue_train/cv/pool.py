@@ -7,7 +7,7 @@ twice, one predicted by a fold whose training saw its unit, and one the benchmar
 
 :func:`pooled_results` writes the pooled records as an ordinary eval results document (the ``report``,
 ``card`` and ``agreement`` commands read it): aggregates, Table 5 / Table 11 cells and error bars are computed
-over the pooled records by the evaluator's own code (``evaluation.runner.scored``), each record names its
+over the pooled records by the evaluator's own code (``evaluation.results.scored``), each record names its
 ``fold`` and ``run`` folder, and the document carries the folds' configuration, versions and split manifest.
 """
 
@@ -80,7 +80,7 @@ def check_folds(fold_results: Mapping[int, dict[str, Any]], manifest_hash: str, 
                 adapter_weights: Mapping[int, str]) -> None:
     """The fold evaluations belong together: one configuration and scoring, this split manifest and data, and
     each one evaluated the adapter its run folder holds now."""
-    from ..evaluation.runner import differing_keys
+    from ..evaluation.run_folder import differing_keys
 
     first = min(fold_results)
     for fold, results in fold_results.items():
@@ -105,7 +105,8 @@ def check_folds(fold_results: Mapping[int, dict[str, Any]], manifest_hash: str, 
 
 def pooled_results(plan, fold_results: Mapping[int, dict[str, Any]], settings_hash: str) -> dict[str, Any]:
     """The pooled results document of ``plan`` (a rescue_train.cv.plan.Plan) from its folds' results."""
-    from ..evaluation.runner import RESULTS_FORMAT, scored
+    from ..evaluation.results import scored
+    from ..evaluation.run_folder import RESULTS_FORMAT
     from ..provenance import weights_digest
     from ..provenance import config_hash, git_commit, versions
     from .plan import eval_dir, run_dir

@@ -28,7 +28,7 @@ from .plan import (ZERO_SHOT, Plan, announce, describe, estimate, eval_dir, fold
 def check_settings(config: CvConfig, plan: Plan) -> str:
     """The settings hash (with the split manifest and the data's fingerprint); refuses an output folder holding a
     cross-validation made with other settings."""
-    from ..evaluation.runner import differing_keys
+    from ..evaluation.run_folder import differing_keys
     from ..io import write_json_atomic
     from ..provenance import config_hash
 

@@ -77,7 +77,7 @@ def export(cfg, out: Path) -> dict[str, Any]:
     from transformers import AutoTokenizer
 
     from ..evaluation.models import resolve_model
-    from ..evaluation.runner import load_instances
+    from ..evaluation.plan import load_instances
     from ..inference.base import ChatEncoder
     from ..tasks import TASKS
 

@@ -25,7 +25,8 @@ from typing import Any
 
 from ..executor import executor_info
 from ..inference.factory import check_model
-from ..io import output_folder, read_json, write_json_atomic, write_text_atomic
+from ..folders import output_folder
+from ..io import read_json, write_json_atomic, write_text_atomic
 from ..model_card import write_model_card
 from ..provenance import config_hash, git_commit, versions
 from ..settings import flatten, read_yaml, to_yaml
@@ -37,7 +38,7 @@ log = logging.getLogger(__name__)
 ADAPTER_DIR = "adapter"
 # Where a run lives and how it was restarted do not make it another run (a folder may be moved).
 NOT_IDENTITY = ("output_dir", "resume")
-# What marks a run folder made before output folders carried their marker (rescue_train.io).
+# What marks a run folder made before output folders carried their marker (rescue_train.folders).
 RUN_FILES = ("provenance.json", "config.yaml")
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from rescue_train.evaluation.config import load_config
 from rescue_train.evaluation.protocols import messages, prompt_hash
-from rescue_train.evaluation.runner import load_instances, run
+from rescue_train.evaluation.plan import load_instances
+from rescue_train.evaluation.runner import run
 
 # settings that change the prompts (mode, answer format, context, RPP rules) and the split
 DATA = ["data.answer_format=json", "data.mode=audiovisual", "data.rpp_definition=A", "data.rpp_include_current=true",

@@ -13,7 +13,8 @@ from evaluation_helpers import Counting, make_adapter
 
 from rescue_train.evaluation.config import load_config
 from rescue_train.evaluation.models import resolve_model
-from rescue_train.evaluation.runner import load_instances, run
+from rescue_train.evaluation.plan import load_instances
+from rescue_train.evaluation.runner import run
 from rescue_train.inference.hf import HFBackend
 from rescue_train.io import read_jsonl
 from rescue_train.tiny import tiny_model_path

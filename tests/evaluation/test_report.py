@@ -9,7 +9,8 @@ import pytest
 
 from rescue_train.cli import main
 from rescue_train.evaluation.config import load_config
-from rescue_train.evaluation.report import delta_tables, reference_index, render
+from rescue_train.evaluation.paired import delta_tables, reference_index
+from rescue_train.evaluation.report import render
 from rescue_train.evaluation.runner import run
 from rescue_train.inference.hf import HFBackend
 from rescue_train.scoring.metrics import aggregate, table5_row

@@ -12,7 +12,7 @@ from evaluation_helpers import FakeOpenAIServer, adapter_run
 from rescue_train.data import load_samples
 from rescue_train.data.splits import make_manifest
 from rescue_train.evaluation.config import load_config
-from rescue_train.evaluation.report import name_of
+from rescue_train.evaluation.tables import name_of
 from rescue_train.evaluation.runner import run
 from rescue_train.tasks import build
 

@@ -77,7 +77,8 @@ def test_build_convert_stats_and_weights(registered, tmp_path):
 def test_eval_with_hf_then_report(registered, tmp_path):
     from rescue_train.evaluation.config import load_config
     from rescue_train.evaluation.protocols import constraint, max_new_tokens
-    from rescue_train.evaluation.report import plot, render
+    from rescue_train.evaluation.plots import plot
+    from rescue_train.evaluation.report import render
     from rescue_train.evaluation.runner import run
     from rescue_train.inference.hf import HFBackend
     from rescue_train.tiny import tiny_model_path
