@@ -11,6 +11,7 @@ from ..io import write_json_atomic
 from ..provenance import config_hash, git_commit, versions
 from ..scoring.metric_uncertainty import result_uncertainty
 from ..scoring.metrics import aggregate, table5_row, task_labels
+from .calibrate import label
 from .config import to_dict
 from .models import model_name
 from .run_folder import RESULTS_FORMAT, scoring_identity
@@ -41,7 +42,7 @@ def scored(tasks: list[str], records: list[dict], judge_on_failure: str) -> dict
 def write_results(cfg, spec, variant, data, backend_info, identity, folder, records) -> dict:
     results = {
         "format": RESULTS_FORMAT,
-        "label": variant.name if variant.adapter else model_name(spec.model),
+        "label": label(variant.name if variant.adapter else model_name(spec.model), cfg.calibration),
         "output_dir": str(folder.path),
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "config": to_dict(cfg),
@@ -61,6 +62,7 @@ def write_results(cfg, spec, variant, data, backend_info, identity, folder, reco
         "seed": cfg.seed,
         "data": {"source": data.source, "fingerprint": data.fingerprint, "notes": data.notes},
         "split": data.split,
+        **({"calibration": variant.calibration} if variant.calibration else {}),
         **scored(cfg.tasks, records, cfg.judge.on_failure),
         "records": records,
     }
