@@ -109,3 +109,36 @@ def calibrate(cfg, records: list[dict], variant, built: dict[str, list] | None,
                                  "give calibration_tau=<number>")
             records[i] = rerank(record, cfg.calibration, **of(record))
     return about
+
+
+def recalibrated(results: dict[str, Any], method: str) -> dict[str, Any]:
+    """A saved result's ranked records re-ranked under ``method`` and scored again, without the model (the
+    scores it needs are in the records: contextual and pmi need a calibrated run's, prior the training prior and
+    tau a prior run saved)."""
+    from .results import scored
+
+    config = results.get("config") or {}
+    ranked = [r for r in results["records"] if r.get("loglik")]
+    if not ranked:
+        raise ValueError(f"{results.get('output_dir')}: no ranked records (protocol=rank) to re-rank under "
+                         f"calibration={method}")
+    saved = results.get("calibration") or {}
+    about: dict[str, Any] = {"method": method, "re_ranked_from": config.get("calibration", "none")}
+    settings_of: Callable[[dict], dict[str, Any]] = lambda r: {"rank_score": config.get("rank_score", "sum")}
+    if method == "prior":
+        if "prior" not in saved:
+            raise ValueError(f"{results.get('output_dir')}: re-ranking under calibration=prior needs the training "
+                             "fold's prior, which only a calibration=prior evaluation of a trained run saves")
+        tau = saved["tau"]
+        about.update(prior=saved["prior"], tau=tau)
+        settings_of = lambda r: {"rank_score": config.get("rank_score", "sum"),  # noqa: E731
+                                 "prior": saved["prior"][r["task"]][r["scenario"]],
+                                 "class_of": TASKS[r["task"]].class_key,
+                                 "tau": tau[r["task"]] if isinstance(tau, dict) else tau}
+    records = [rerank(r, method, **settings_of(r)) if r.get("loglik") else r for r in results["records"]]
+    tasks = list(results["aggregates"])
+    name = results.get("label", "").split(" [")[0]
+    named = {"report_name": label(results["report_name"].split(" [")[0], method)} if "report_name" in results else {}
+    return {**results, **named, **scored(tasks, records, config.get("judge", {}).get("on_failure", "floor")),
+            "label": label(name, method), "config": {**config, "calibration": method},
+            "calibration": about, "records": records}

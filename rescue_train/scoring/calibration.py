@@ -57,9 +57,9 @@ def calibrated(record: Mapping[str, Any], method: str, *, rank_score: str = "sum
                class_of: Callable[[str], str] | None = None) -> dict[str, float]:
     """Each candidate's score under ``method`` (higher ranks first). ``prior`` maps a class to its training
     prior (``prior`` only), ``class_of`` a candidate to its class (default: itself)."""
-    missing = [key for key in NEEDS[method] if not record.get(key)]
     if method not in CALIBRATIONS:
         raise ValueError(f"calibration must be one of {', '.join(CALIBRATIONS)}, got {method!r}")
+    missing = [key for key in NEEDS[method] if not record.get(key)]
     if missing:
         raise ValueError(f"record {record.get('id')!r} holds no {missing[0]}: calibration={method} needs the scores "
                          "a calibrated evaluation keeps (evaluate with calibration=contextual or pmi; either keeps "
