@@ -10,6 +10,7 @@ results under ``calibration.validation``).
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any, Callable, Sequence
 
 from ..scoring.calibration import choose_tau, class_prior, rerank
@@ -40,6 +41,7 @@ def training_prior(run, built: dict[str, list]) -> dict[str, dict[str, dict[str,
 
 
 def validation_instances(run, built: dict[str, list]) -> list:
+    """The closed-set instances of ``run``'s validation fold."""
     roles = run.manifest.roles(run.data.test_fold if run.data.split == "kfold" else 0)
     return [i for instances in built.values() for i in instances
             if TASKS[i.task].closed_set and roles.get(i.unit) == "validation"]
@@ -93,7 +95,8 @@ def calibrate(cfg, records: list[dict], variant, built: dict[str, list] | None,
             tau = cfg.calibration_tau
             about["tau"] = tau
         else:
-            asked = [i for i in validation_instances(variant.run, built) if i.task in cfg.tasks]
+            validation = validation_instances(variant.run, built)
+            asked = [i for task in cfg.tasks for i in [j for j in validation if j.task == task][:cfg.limit]]
             if not asked:
                 raise ValueError(f"calibration=prior: {variant.run.folder} has no validation instances of "
                                  f"{', '.join(cfg.tasks)} to choose tau on; give calibration_tau=<number>")
@@ -124,18 +127,14 @@ def recalibrated(results: dict[str, Any], method: str) -> dict[str, Any]:
                          f"calibration={method}")
     saved = results.get("calibration") or {}
     about: dict[str, Any] = {"method": method, "re_ranked_from": config.get("calibration", "none")}
-    settings_of: Callable[[dict], dict[str, Any]] = lambda r: {"rank_score": config.get("rank_score", "sum")}
     if method == "prior":
         if "prior" not in saved:
             raise ValueError(f"{results.get('output_dir')}: re-ranking under calibration=prior needs the training "
                              "fold's prior, which only a calibration=prior evaluation of a trained run saves")
-        tau = saved["tau"]
-        about.update(prior=saved["prior"], tau=tau)
-        settings_of = lambda r: {"rank_score": config.get("rank_score", "sum"),  # noqa: E731
-                                 "prior": saved["prior"][r["task"]][r["scenario"]],
-                                 "class_of": TASKS[r["task"]].class_key,
-                                 "tau": tau[r["task"]] if isinstance(tau, dict) else tau}
-    records = [rerank(r, method, **settings_of(r)) if r.get("loglik") else r for r in results["records"]]
+        about.update(prior=saved["prior"], tau=saved["tau"])
+    of = settings(SimpleNamespace(calibration=method, rank_score=config.get("rank_score", "sum")),
+                  saved.get("prior"), saved.get("tau"))
+    records = [rerank(r, method, **of(r)) if r.get("loglik") else r for r in results["records"]]
     tasks = list(results["aggregates"])
     name = results.get("label", "").split(" [")[0]
     named = {"report_name": label(results["report_name"].split(" [")[0], method)} if "report_name" in results else {}

@@ -27,7 +27,7 @@ from .models import problems_before_work, resolve_model
 from .plan import Benchmark, EvalData, Variant, check_training_data, variants
 from .calibrate import calibrate
 from .calibrate import check as check_calibration
-from .prediction import LazyBackend, check_empty_answers, keep_scores, predict_sharded, predict_variant
+from .prediction import LazyBackend, check_empty_answers, predict_sharded, predict_variant
 from .protocols import predict
 from .run_folder import RUN_FILES
 from .scorers import make_scorers, score_variant
@@ -76,8 +76,7 @@ def run(cfg: EvalConfig, *, backend=None, judge_backend=None) -> list[dict]:
                                                     lambda asked, v=variant: predict(
                                                         lazy.get(), asked, protocol="rank", mode=v.cfg.data.mode,
                                                         adapter=v.adapter, rank_score=v.cfg.rank_score,
-                                                        answer_format=v.cfg.data.answer_format,
-                                                        calibrate=keep_scores(v.cfg)))
+                                                        answer_format=v.cfg.data.answer_format))
                     done.records.update(zip(ids, records))
             finally:
                 lazy.close()  # every prediction is made: free the device before a local judge model or engine starts

@@ -2,10 +2,15 @@
 
 import math
 
+import evaluation_helpers  # noqa: F401  (offline settings)
 import pytest
+from cli_helpers import command
 
 from rescue_train.data import load_benchmark
+from rescue_train.evaluation.calibrate import recalibrated
+from rescue_train.evaluation.config import load_config
 from rescue_train.evaluation.protocols import calibration_requests, rank_request
+from rescue_train.evaluation.runner import run
 from rescue_train.scoring.calibration import calibrated, choose_tau, class_prior, ranking, rerank
 from rescue_train.tasks import build
 
@@ -99,3 +104,52 @@ def test_the_calibration_prompts_drop_the_dialogue_and_keep_the_question():
     assert "Conversation so far:\nN/A\n\nQuestion:" in free_na[0][1]["content"]
     assert "Conversation so far: (no earlier rows shown)" in free_empty[0][1]["content"]
     assert premise[0][1]["content"] == "Question:" + question
+
+
+@pytest.fixture(scope="module")
+def contextual(tmp_path_factory):
+    """A zero-shot rank evaluation of the tiny model under calibration=contextual (two SSP instances)."""
+    out = tmp_path_factory.mktemp("calibrated") / "run"
+    (results,) = run(load_config(ZERO_SHOT + ["calibration=contextual", f"output_dir={out}"]))
+    return out, results
+
+
+ZERO_SHOT = ["model=tiny", "protocol=rank", "tasks=[ssp]", "limit=2", "bertscore=none", "progress=false"]
+
+
+def test_eval_calibrated_contextual_and_pmi_on_hf(contextual):
+    out, results = contextual
+    assert results["label"] == "tiny [contextual]" and results["config"]["calibration"] == "contextual"
+    records = results["records"]
+    assert all(len(r["loglik_content_free"]) == 2 and r["loglik_premise"].keys() == r["loglik"].keys()
+               for r in records)
+    # each record ranked by its own contextual scores (the run's rank_score is the sum)
+    assert all(r["prediction"] == ranking(calibrated(r, "contextual"), list(r["loglik"])) for r in records)
+    # pmi in the same folder: the predictions are the run's (same prediction hash), only re-ranked
+    predictions = (out / "predictions.jsonl").read_text()
+    (pmi,) = run(load_config(ZERO_SHOT + ["calibration=pmi", f"output_dir={out}"]))
+    assert (out / "predictions.jsonl").read_text() == predictions
+    assert pmi["label"] == "tiny [pmi]" and pmi["prediction_hash"] == results["prediction_hash"]
+    assert all(r["prediction"] == ranking(calibrated(r, "pmi"), list(r["loglik"])) for r in pmi["records"])
+    # report re-ranks the saved contextual result under pmi exactly as the pmi evaluation scored it
+    again = recalibrated(results, "pmi")
+    assert again["label"] == "tiny [pmi]" and again["aggregates"] == pmi["aggregates"]
+    assert [r["prediction"] for r in again["records"]] == [r["prediction"] for r in pmi["records"]]
+
+
+def test_report_shows_each_calibration_and_the_collapse_line(contextual, capsys):
+    out, _ = contextual
+    assert command("report")([str(out), "--calibration", "none,contextual,pmi", "--no-paper"]) == 0
+    text = capsys.readouterr().out
+    assert "## Rare labels and label collapse" in text
+    for name in ("tiny [rank]", "tiny [contextual] [rank]", "tiny [pmi] [rank]"):
+        assert f"| {name} | ssp | 2 |" in text
+
+
+def test_calibration_is_refused_where_it_does_not_apply():
+    with pytest.raises(ValueError, match="calibration=pmi re-ranks candidates' log-likelihoods: it needs protocol=rank"):
+        load_config(["model=tiny", "protocol=sft", "calibration=pmi"])
+    with pytest.raises(ValueError, match="calibration=contextual has no tau"):
+        load_config(["model=tiny", "protocol=rank", "calibration=contextual", "calibration_tau=1"])
+    with pytest.raises(ValueError, match="calibration=prior adjusts by the class prior .* has no training run"):
+        run(load_config(ZERO_SHOT + ["calibration=prior"]))
