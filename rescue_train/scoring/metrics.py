@@ -27,8 +27,8 @@ from sklearn.metrics import precision_recall_fscore_support
 
 from ..tasks import TASKS
 from ..tasks.answers import WORD
-from .metric import (PERCENT, ClassScores, Metric, balanced_accuracy, macro_f1, metrics_of, recall_of,
-                     register_metric)
+from .metric import (PERCENT, ClassScores, Metric, balanced_accuracy, macro_f1, metrics_of, predicted_labels,
+                     prediction_entropy, recall_of, register_metric)
 
 SCOPES = ("couple", "family", "both")
 RANK_DEPTH = 3  # the paper scores the top-3 list: MRR is 0 when the gold is not among them
@@ -276,31 +276,14 @@ def _few_recall(scored: Scored, clusters: np.ndarray, n_clusters: int):
     return lambda counts: recall_of(draws(counts), _few_draws(draws(counts).support))
 
 
-def _answered_shares(scored: Scored, clusters: np.ndarray, n_clusters: int):
-    """Per draw, each class's share of the answered predictions (a failed answer is no label)."""
-    classes, draws = scored.draws(clusters, n_clusters)
-    answer = np.array([c != NO_ANSWER for c in classes])
-
-    def shares(counts: np.ndarray) -> np.ndarray:
-        predicted = draws(counts).predicted * answer
-        return predicted / np.maximum(1.0, predicted.sum(1, keepdims=True))
-    return shares
-
-
-def _predicted_labels(scored: Scored, clusters: np.ndarray, n_clusters: int):
-    """How many distinct labels the model predicted (top-1): the label-collapse line's first number."""
-    shares = _answered_shares(scored, clusters, n_clusters)
-    return lambda counts: (shares(counts) > 0).sum(1).astype(float)
-
-
-def _prediction_entropy(scored: Scored, clusters: np.ndarray, n_clusters: int):
-    """The entropy in bits of the predicted labels' distribution: 0 when one label is predicted for all."""
-    shares = _answered_shares(scored, clusters, n_clusters)
-
-    def value(counts: np.ndarray) -> np.ndarray:
-        p = shares(counts)
-        return -(p * np.log2(np.where(p > 0, p, 1.0))).sum(1) + 0.0
-    return value
+def _of_answers(measure):
+    """``measure`` (:func:`predicted_labels`, :func:`prediction_entropy`) of the top-1 labels; a failed answer
+    is no label."""
+    def statistic(scored: Scored, clusters: np.ndarray, n_clusters: int):
+        classes, draws = scored.draws(clusters, n_clusters)
+        answers = np.array([c != NO_ANSWER for c in classes])
+        return lambda counts: measure(draws(counts), answers)
+    return statistic
 
 
 def _distinct_draws(texts: list[str], n: int, clusters: np.ndarray, n_clusters: int):
@@ -349,9 +332,9 @@ for _metric in (
     Metric("macro_f1", CLOSED, PERCENT, statistic=_macro_f1),
     # The tail: the rare classes' recall and the label-collapse line (labels predicted against gold_labels).
     Metric("few_recall", CLOSED, PERCENT, statistic=_few_recall, header="few rec.", scale=100, digits=1),
-    Metric("predicted_labels", CLOSED, (0.0, float("inf")), statistic=_predicted_labels, header="labels",
+    Metric("predicted_labels", CLOSED, (0.0, float("inf")), statistic=_of_answers(predicted_labels), header="labels",
            digits=1),
-    Metric("prediction_entropy", CLOSED, (0.0, float("inf")), statistic=_prediction_entropy,
+    Metric("prediction_entropy", CLOSED, (0.0, float("inf")), statistic=_of_answers(prediction_entropy),
            header="entropy", digits=2),
     Metric("bertscore_f1", ("emotion", "generation"), BERTSCORE, values=lambda s: s.bertscore),
     Metric("s_int", ("emotion",), (1.0, 5.0), values=lambda s: s.intensity),
