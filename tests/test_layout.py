@@ -16,7 +16,7 @@ LAYERS = {
     0: ("__init__", "io", "folders", "provenance", "devices", "paper", "settings", "chat"),
     1: ("data",),
     2: ("tasks",),
-    3: ("inference", "scoring", "convert", "stats", "tiny", "model_card", "executor", "jobs"),
+    3: ("inference", "scoring", "convert", "stats", "tiny", "model_card", "executor", "jobs", "rebalance"),
     4: ("evaluation", "sft", "classifiers", "audit", "baselines"),
     5: ("compare", "cv", "export"),
     6: ("cli", "__main__"),

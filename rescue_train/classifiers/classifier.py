@@ -20,9 +20,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from .. import rebalance
+from ..rebalance import Strategy
 from ..settings import meaning
 from . import balance
-from .balance import Strategy
 
 # ----------------------------------------------------------------------------------- data, torch-free
 
@@ -108,13 +109,7 @@ def fold_splits(rows: list[dict], roles: dict[str, str], space: LabelSpace) -> d
 
 def training_indices(strategy: Strategy, y: np.ndarray, n_draws: int, seed: int) -> np.ndarray:
     """Which training examples a model sees (in what multiplicity) under the strategy's sampling."""
-    if strategy.sampling == "oversample":
-        return balance.oversample_indices(y, seed)
-    if strategy.sampling == "undersample":
-        return balance.undersample_indices(y, seed)
-    if strategy.sampling == "sqrt":
-        return balance.draw_indices(y, 0.5, n_draws, seed)
-    return np.arange(len(y))
+    return balance.SAMPLERS[strategy.sampling](y, n_draws, seed)
 
 
 # --------------------------------------------------------------------------------------------- torch
@@ -166,23 +161,18 @@ def make_loss(strategy: Strategy, counts: np.ndarray, settings: BalanceSettings)
     """loss(logits, targets, progress) for the strategy; ``progress`` (0..1) drives deferred weights."""
     import torch
 
-    weights = balance.class_weights(strategy, counts, settings.beta)
+    weights = rebalance.class_weights(strategy, counts, settings.beta)
     weight_t = None if weights is None else torch.tensor(weights, dtype=torch.float32)
-    prior_t = torch.tensor(balance.log_prior(counts), dtype=torch.float32)
-    margins_t = torch.tensor(balance.ldam_margins(counts, settings.ldam_max_margin), dtype=torch.float32)
+    prior_t = torch.tensor(rebalance.log_prior(counts), dtype=torch.float32)
+    margins_t = torch.tensor(rebalance.ldam_margins(counts, settings.ldam_max_margin), dtype=torch.float32)
+    loss_of = rebalance.LOSSES[strategy.loss]
 
     def loss(logits, targets, progress: float):
         weight = weight_t
         if weight is not None:
             weight = None if strategy.deferred and progress < settings.drw_start else weight.to(logits.device)
-        if strategy.loss == "focal":
-            return balance.focal_loss(logits, targets, settings.gamma, weight)
-        if strategy.loss == "ldam":
-            return balance.ldam_loss(logits, targets, margins_t.to(logits.device), settings.ldam_scale, weight)
-        if strategy.loss in ("logit_adjusted", "balanced_softmax"):
-            tau = settings.tau if strategy.loss == "logit_adjusted" else 1.0
-            return balance.logit_adjusted_loss(logits, targets, prior_t.to(logits.device), tau, weight)
-        return balance.cross_entropy(logits, targets, weight)
+        inputs = rebalance.LossInputs(prior_t.to(logits.device), margins_t.to(logits.device), settings)
+        return loss_of(logits, targets, weight, inputs)
 
     return loss
 
@@ -358,8 +348,8 @@ def _fit_predict_torch(splits: dict[str, Split], space: LabelSpace, strategy: St
         head.reset_parameters()
         for p in head.parameters():
             p.requires_grad_(True)
-        balanced = balance.draw_indices(train.y, 0.0, settings.crt_steps * settings.batch_size, seed)
-        plain = make_loss(balance.STRATEGIES["none"], counts, balance_settings)
+        balanced = balance.SAMPLERS["balanced"](train.y, settings.crt_steps * settings.batch_size, seed)
+        plain = make_loss(rebalance.STRATEGIES["none"], counts, balance_settings)
         trainer = _trainer(model, tok, _Encoded(train_enc, train.y, train.mask, balanced), plain, settings,
                            settings.crt_steps, settings.crt_lr or settings.lr, seed, work_dir)
         history.append(trainer.train().training_loss)

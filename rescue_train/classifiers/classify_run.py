@@ -30,10 +30,10 @@ from typing import Any, Optional, Sequence
 
 import numpy as np
 
+from .. import rebalance
 from ..data.config import DataConfig
 from ..settings import meaning
 from ..tasks import get_task
-from . import balance
 from .classifier import BalanceSettings, LabelSpace, Split, TorchSettings, fold_splits, load_cls_rows
 from .sklearn_path import SklearnSettings
 
@@ -56,7 +56,8 @@ class ClassifyConfig:
     recipe: str = field(default="", metadata=meaning("a shipped recipe name or a YAML path (recipe=...)"))
     task: str = field(default="rpp", metadata=meaning("itp | rpp | stp | ssp"))
     learner: str = field(default="sklearn", metadata=meaning("sklearn | torch"))
-    strategy: str = field(default="none", metadata=meaning("one of balance.STRATEGIES that the learner supports"))
+    strategy: str = field(default="none", metadata=meaning(
+        "one of rescue_train.rebalance.STRATEGIES that the learner supports"))
     seed: int = field(default=0, metadata=meaning("training seed (the split seed is data.split_seed)", low=0))
     output_dir: Optional[str] = field(default=None, metadata=meaning(
         "default runs/<recipe>/<learner>-<strategy>/fold<test_fold>"))
@@ -137,7 +138,7 @@ def run_classifier(config, splits: dict, space: LabelSpace, strategy_name: str, 
     """Train and predict one (strategy, fold, seed) with the ``config.learner`` classifier (``config``: a
     classifier run's or a comparison's settings); returns the JSON-ready run record. With ``keep_model`` the
     record also holds the fitted model under "fitted" (not JSON; for a caller that saves it)."""
-    strategy = balance.STRATEGIES[strategy_name]
+    strategy = rebalance.STRATEGIES[strategy_name]
     started = time.time()
     if config.learner == "sklearn":
         from ..classifiers.sklearn_path import fit_predict_sklearn
@@ -151,15 +152,13 @@ def run_classifier(config, splits: dict, space: LabelSpace, strategy_name: str, 
     fitted = out.pop("fitted", None)
     counts = splits["train"].counts(len(space))
     record: dict[str, Any] = {"strategy": strategy_name, "fold": fold, "seed": seed, "tau": None}
-    if strategy.posthoc == "tuned":
-        prior = balance.log_prior(counts)
-        if len(splits["validation"]):
-            tau, scores = balance.choose_tau(val_logits, splits["validation"].y, prior, config.balance.tau_grid)
-            record.update(tau=tau, tau_scores=scores)
-        else:
-            tau = config.balance.tau
-            record.update(tau=tau, tau_note="empty validation fold: fixed balance.tau used")
-        test_logits = balance.posthoc_adjust(test_logits, prior, tau)
+    if strategy.posthoc != rebalance.NONE:
+        offset, adjustment = rebalance.POSTHOC[strategy.posthoc](val_logits, splits["validation"].y, counts,
+                                                                 config.balance)
+        test_logits = test_logits + offset
+        record.update(adjustment)
+        if fitted is not None:
+            fitted["posthoc_offset"] = offset
     predictions = []
     for row, scores in zip(splits["test"].rows, test_logits):
         ranking, by_label = _ranked(row, scores, space)
@@ -175,7 +174,7 @@ def run_classifier(config, splits: dict, space: LabelSpace, strategy_name: str, 
 
 def load_config(recipe: str | None, overrides: Sequence[str]) -> ClassifyConfig:
     config: ClassifyConfig = read_config(ClassifyConfig, recipe, overrides, "train", ignore_in_recipe=COMPARE_ONLY)
-    balance.check_strategies([config.strategy], config.learner)
+    rebalance.check_strategies([config.strategy], config.learner)
     config.output_dir = config.output_dir or (f"runs/{config.recipe or config.task}/{config.learner}-"
                                               f"{config.strategy}/fold{config.data.test_fold}")
     return config
@@ -270,10 +269,9 @@ def train(config: ClassifyConfig) -> tuple[Path, dict]:
         record = run_classifier(config, splits, space, config.strategy, test_fold, config.seed, Path(work), {},
                                 keep_model=True)
     fitted = record.pop("fitted")
-    counts = splits["train"].counts(len(space))
     offset = fitted.get("logit_shift", np.zeros(len(space)))  # sklearn's logit_adjusted/balanced_softmax shift
-    if record["tau"] is not None:
-        offset = balance.posthoc_adjust(offset, balance.log_prior(counts), record["tau"])
+    if "posthoc_offset" in fitted:
+        offset = offset + fitted["posthoc_offset"]
     model_path = _save_model(config, run_dir, fitted, space.names, offset)
     predictions = record.pop("predictions")
     with open(run_dir / "predictions.jsonl", "w", encoding="utf-8") as handle:
@@ -282,7 +280,7 @@ def train(config: ClassifyConfig) -> tuple[Path, dict]:
     write_json_atomic(run_dir / "metrics.json", metrics)
     write_json_atomic(run_dir / "provenance.json", {
         "kind": "classifier", "recipe": config.recipe, "task": config.task, "learner": config.learner,
-        "strategy": config.strategy, "strategy_summary": balance.STRATEGIES[config.strategy].summary,
+        "strategy": config.strategy, "strategy_summary": rebalance.STRATEGIES[config.strategy].summary,
         "seed": config.seed, "test_fold": test_fold, "validation_fold": (test_fold + 1) % manifest.k,
         "model": model_path, "config_hash": config_hash(asdict(config)),
         "manifest_hash": manifest.hash, "split_manifest": _relative(data_dir / "split_manifest.json", run_dir),

@@ -22,8 +22,9 @@ from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_limits
 
 from ..settings import meaning
+from .. import rebalance
+from ..rebalance import NONE, Strategy
 from . import balance
-from .balance import Strategy
 from .classifier import BalanceSettings, LabelSpace, Split, training_indices
 
 
@@ -71,12 +72,12 @@ def _logits(model, X, n_classes: int, mask: np.ndarray) -> np.ndarray:
 def _fit(X, y: np.ndarray, counts: np.ndarray, strategy: Strategy, settings: SklearnSettings,
          balance_settings: BalanceSettings, seed: int):
     info: dict[str, Any] = {}
-    if strategy.sampling == "smote":
+    if strategy.sampling == "smote":  # the one sampler that makes new examples: it needs the features
         X, y, info["smote_skipped_singleton_classes"] = _smote(X, y, settings.smote_neighbors, seed)
-    elif strategy.sampling:
+    elif strategy.sampling != NONE:
         index = training_indices(strategy, y, len(y), seed)
         X, y = X[index], y[index]
-    weights = balance.class_weights(strategy, counts, balance_settings.beta)
+    weights = rebalance.class_weights(strategy, counts, balance_settings.beta)
     model = LogisticRegression(C=settings.C, max_iter=settings.max_iter, random_state=seed)
     with threadpool_limits(settings.threads):
         model.fit(X, y, sample_weight=None if weights is None else weights[y])
@@ -108,17 +109,15 @@ def fit_predict_sklearn(splits: dict[str, Split], space: LabelSpace, strategy: S
         cache[("features", fold_key)] = (vectorizer, vectorizer.fit_transform(train.texts), {
             role: vectorizer.transform(splits[role].texts) for role in ("validation", "test") if len(splits[role])})
     vectorizer, X, held_out = cache[("features", fold_key)]
-    model_key = ("model", fold_key, strategy.weights)
-    if not strategy.sampling and model_key in cache:
+    model_key = ("model", fold_key, strategy.class_weights)
+    resampled = strategy.sampling != NONE
+    if not resampled and model_key in cache:
         model, info = cache[model_key]
     else:
         model, info = _fit(X, train.y, counts, strategy, settings, balance_settings, seed)
-        if not strategy.sampling:  # only fits without resampling are shared (by other strategies and seeds)
+        if not resampled:  # only fits without resampling are shared (by other strategies and seeds)
             cache[model_key] = (model, info)
-    shift = np.zeros(n_classes)
-    if strategy.loss in ("logit_adjusted", "balanced_softmax"):
-        tau = balance_settings.tau if strategy.loss == "logit_adjusted" else 1.0
-        shift = -tau * balance.log_prior(counts)
+    shift = balance.INTERCEPT_SHIFT[strategy.loss](counts, balance_settings)
     result: dict[str, Any] = dict(info)
     for role in ("validation", "test"):
         split = splits[role]

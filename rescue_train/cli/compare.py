@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..classifiers import balance
+from .. import rebalance
+from ..classifiers import balance  # noqa: F401  (registers the classifiers as learners)
 from ..compare.config import CompareConfig, load_config, lora_strategies
 from .base import Command
 
@@ -28,8 +29,8 @@ def usage() -> str:
   LLMs, where the runs execute: launch.parallel=8 (8 at once, a GPU each) launch.gpus_per_run=2,
         or launch.executor=slurm launch.slurm.partition=gpu launch.slurm.gpus_per_node=1 (a SLURM job each)
 
-strategies (sklearn): {', '.join(balance.strategies_for('sklearn'))}
-strategies (torch): {', '.join(balance.strategies_for('torch'))}
+strategies (sklearn): {', '.join(rebalance.strategies_for('sklearn'))}
+strategies (torch): {', '.join(rebalance.strategies_for('torch'))}
 strategies (lora, the training recipe's balance.strategy): {', '.join(lora_strategies())}
 (a LoRA recipe's training keys: rescue-train train recipe=NAME --help)"""
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
-from ..classifiers import balance
+from .. import rebalance
+from ..classifiers import balance  # noqa: F401  (registers the classifiers as learners)
 from ..classifiers.classifier import BalanceSettings, TorchSettings
 from ..classifiers.classify_run import DataSettings, check_task, read_config
 from ..classifiers.sklearn_path import SklearnSettings
@@ -103,23 +104,19 @@ def refuse_per_run(overrides: Sequence[str], fixed: dict[str, str]) -> None:
 
 
 def lora_strategies() -> list[str]:
-    from ..sft.weighting import STRATEGIES
+    from ..sft.weighting import LORA  # registers LoRA runs as a learner
 
-    return list(STRATEGIES)
+    return rebalance.strategies_for(LORA.name)
 
 
 def strategies_for(learner: str) -> list[str]:
-    """The strategy names a learner takes: the classifiers' (rescue_train.classifiers.balance) or LoRA's
-    (``balance.strategy`` of the training recipe, rescue_train.sft.weighting); a shared name means the same idea."""
-    return lora_strategies() if learner == "lora" else balance.strategies_for(learner)
+    """The strategy names (rescue_train.rebalance) whose parts a learner implements: the classifiers' or LoRA's
+    (``balance.strategy`` of the training recipe); one name, one idea."""
+    return lora_strategies() if learner == "lora" else rebalance.strategies_for(learner)
 
 
 def strategy_summary(name: str, learner: str) -> str:
-    if learner == "lora":
-        from ..sft.weighting import STRATEGIES
-
-        return STRATEGIES[name].summary
-    return balance.STRATEGIES[name].summary
+    return rebalance.STRATEGIES[name].summary
 
 
 def load_lora_config(recipe: str, overrides: Sequence[str]) -> CompareConfig:

@@ -183,7 +183,9 @@ class Viewpoint(NamedTuple):
     attitude: str
 
 
-class Strategy(NamedTuple):
+class SupportStrategy(NamedTuple):
+    """One entry of a row's support_strategy field: who offered which kind of support to whom, and its text."""
+
     provider: str
     target: tuple[str, ...]
     strategy_type: str
@@ -201,7 +203,7 @@ _ITEM_SPECS = {
                                    ("intensity", _number))),
     "viewpoints_attitudes": (Viewpoint, (("source", _stripped), ("target", _stripped), ("viewpoint", _stripped),
                                          ("attitude", _stripped))),
-    "support_strategy": (Strategy, (("provider", _stripped), ("target", _names), ("strategy_type", _stripped),
+    "support_strategy": (SupportStrategy, (("provider", _stripped), ("target", _names), ("strategy_type", _stripped),
                                     ("strategy_content", _text))),
 }
 _CUE_FIELDS = ("body_posture", "facial_expressions", "self_directed_behavior")
@@ -240,7 +242,7 @@ class Row(NamedTuple):
     interaction_behavior: tuple[Interaction, ...]
     internal_emotion: tuple[Emotion, ...]
     viewpoints: tuple[Viewpoint, ...]
-    support_strategy: tuple[Strategy, ...]
+    support_strategy: tuple[SupportStrategy, ...]
     # None = key absent or null (not annotated); "" = annotators saw no clear pattern.
     relation_cycle_state: str | None
     relation_pattern: str | None

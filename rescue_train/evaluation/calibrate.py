@@ -15,11 +15,7 @@ from typing import Any, Callable, Sequence
 
 from ..scoring.calibration import choose_tau, class_prior, rerank
 from ..tasks import TASKS
-
-
-def label(name: str, calibration: str) -> str:
-    """A results row's label: the model's, and the calibration that ranked it when there is one."""
-    return name if calibration == "none" else f"{name} [{calibration}]"
+from .results import label, scored
 
 
 def training_prior(run, built: dict[str, list]) -> dict[str, dict[str, dict[str, float]]]:
@@ -118,8 +114,6 @@ def recalibrated(results: dict[str, Any], method: str) -> dict[str, Any]:
     """A saved result's ranked records re-ranked under ``method`` and scored again, without the model (the
     scores it needs are in the records: contextual and pmi need a calibrated run's, prior the training prior and
     tau a prior run saved)."""
-    from .results import scored
-
     config = results.get("config") or {}
     ranked = [r for r in results["records"] if r.get("loglik")]
     if not ranked:

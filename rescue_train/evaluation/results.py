@@ -11,7 +11,6 @@ from ..io import write_json_atomic
 from ..provenance import config_hash, git_commit, versions
 from ..scoring.metric_uncertainty import result_uncertainty
 from ..scoring.metrics import aggregate, table5_row, task_labels
-from .calibrate import label
 from .config import to_dict
 from .models import model_name
 from .run_folder import RESULTS_FORMAT, scoring_identity
@@ -37,6 +36,11 @@ def scored(tasks: list[str], records: list[dict], judge_on_failure: str) -> dict
         # The same columns for the gold answers themselves, where a task scores them (RSG's real turns).
         "human_reference": {scope: table5_row(aggregates, scope, source="human") for scope in ("couple", "family", "both")},
     }
+
+
+def label(name: str, calibration: str) -> str:
+    """A results row's label: the model's, and the calibration that ranked it when there is one."""
+    return name if calibration == "none" else f"{name} [{calibration}]"
 
 
 def write_results(cfg, spec, variant, data, backend_info, identity, folder, records) -> dict:

@@ -26,7 +26,7 @@ import numpy as np
 
 MEAN = "clustered mean"
 BOOTSTRAP = "cluster bootstrap"
-PERCENT = (0.0, 1.0)  # a proportion; tables show it times 100
+PROPORTION = (0.0, 1.0)  # a proportion; tables show it times 100
 
 
 @dataclass(frozen=True)

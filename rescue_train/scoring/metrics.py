@@ -27,7 +27,7 @@ from sklearn.metrics import precision_recall_fscore_support
 
 from ..tasks import TASKS
 from ..tasks.answers import WORD
-from .metric import (PERCENT, ClassScores, Metric, balanced_accuracy, macro_f1, metrics_of, predicted_labels,
+from .metric import (PROPORTION, ClassScores, Metric, balanced_accuracy, macro_f1, metrics_of, predicted_labels,
                      prediction_entropy, recall_of, register_metric)
 
 SCOPES = ("couple", "family", "both")
@@ -319,19 +319,19 @@ def _distinct(prefix: str, n: int):
 CLOSED, RANKING = ("binary", "ranking"), ("ranking",)
 BERTSCORE = (-1.0, 1.0)  # cosine-based; bert-score's baseline rescaling can take it below 0
 for _metric in (
-    Metric("accuracy", CLOSED, PERCENT, values=lambda s: [i["correct"] for i in s.instance]),
-    *(Metric(f"recall@{k}", RANKING, PERCENT, values=lambda s, k=k: [i[f"recall@{k}"] for i in s.instance])
+    Metric("accuracy", CLOSED, PROPORTION, values=lambda s: [i["correct"] for i in s.instance]),
+    *(Metric(f"recall@{k}", RANKING, PROPORTION, values=lambda s, k=k: [i[f"recall@{k}"] for i in s.instance])
       for k in (1, 2, 3)),
-    Metric("mrr", RANKING, PERCENT, values=lambda s: [i["mrr"] for i in s.instance]),
+    Metric("mrr", RANKING, PROPORTION, values=lambda s: [i["mrr"] for i in s.instance]),
     # Lower variance than 0/1 accuracy on the same instances; all or nothing, like the judge's means.
-    Metric("expected_accuracy", CLOSED, PERCENT, values=lambda s: [gold_probability(r) for r in s.records],
+    Metric("expected_accuracy", CLOSED, PROPORTION, values=lambda s: [gold_probability(r) for r in s.records],
            defined=lambda s: all(gold_probability(r) is not None for r in s.records),
            header="expected acc.", scale=100, digits=2),
-    *(Metric(score, ("binary",), PERCENT, statistic=_yes_class(score)) for score in ("precision", "recall", "f1")),
-    Metric("balanced_accuracy", CLOSED, PERCENT, statistic=_balanced_accuracy),
-    Metric("macro_f1", CLOSED, PERCENT, statistic=_macro_f1),
+    *(Metric(score, ("binary",), PROPORTION, statistic=_yes_class(score)) for score in ("precision", "recall", "f1")),
+    Metric("balanced_accuracy", CLOSED, PROPORTION, statistic=_balanced_accuracy),
+    Metric("macro_f1", CLOSED, PROPORTION, statistic=_macro_f1),
     # The tail: the rare classes' recall and the label-collapse line (labels predicted against gold_labels).
-    Metric("few_recall", CLOSED, PERCENT, statistic=_few_recall, header="few rec.", scale=100, digits=1),
+    Metric("few_recall", CLOSED, PROPORTION, statistic=_few_recall, header="few rec.", scale=100, digits=1),
     Metric("predicted_labels", CLOSED, (0.0, float("inf")), statistic=_of_answers(predicted_labels), header="labels",
            digits=1),
     Metric("prediction_entropy", CLOSED, (0.0, float("inf")), statistic=_of_answers(prediction_entropy),
@@ -358,7 +358,7 @@ for _prefix, _check in (("", ""), ("human.", "human_")):  # RSG's turns, and the
     register_metric(Metric(f"{_prefix}length_words", ("support",), (0.0, float("inf")),
                            values=lambda s, p=_prefix: s.lengths(p)))
     for _n in (1, 2):
-        register_metric(Metric(f"{_prefix}distinct_{_n}", ("support",), PERCENT, statistic=_distinct(_prefix, _n)))
+        register_metric(Metric(f"{_prefix}distinct_{_n}", ("support",), PROPORTION, statistic=_distinct(_prefix, _n)))
 
 
 # ---------------------------------------------------------------- what an aggregate reports beside its metrics

@@ -1,8 +1,8 @@
 """Class balance and task mixing inside SFT: which instances to draw, and how much each one's answer weighs.
 
 RPP and SSP labels are long-tailed, so a plain SFT run mostly learns the head classes. A strategy
-(``balance.strategy``, the names ``rescue-train compare`` uses for LoRA runs too) combines two remedies, both
-computed per task (label spaces are per task):
+(``balance.strategy``: a name of :mod:`rescue_train.rebalance`, shared with the classifiers, whose parts a LoRA run
+implements) combines two remedies, both computed per task (label spaces are per task):
 
 * sampling: the probability of drawing each training instance. ``balanced`` gives every class of a task the same
   share of the task's draws; ``sqrt`` gives class c a share proportional to sqrt(n_c), halfway between natural and
@@ -18,30 +18,18 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
+from ..rebalance import STRATEGIES as VOCABULARY
+from ..rebalance import Learner, register_learner, strategies_for
 from ..tasks import get_task
 
-PARTS = ("none", "balanced", "sqrt")
+PARTS = ("none", "balanced", "sqrt")  # what this file implements of sampling and of class weights
 
-
-@dataclass(frozen=True)
-class Strategy:
-    summary: str
-    sampling: str = "none"  # one of PARTS
-    class_weights: str = "none"  # one of PARTS
-
-
-STRATEGIES = {
-    "none": Strategy("natural draws, plain answer loss"),
-    "inverse_freq": Strategy("answer tokens weighted n/(K n_c)", class_weights="balanced"),
-    "sqrt_sampling": Strategy("square-root class-balanced draws", sampling="sqrt"),
-    "balanced_sampling": Strategy("every class of a task drawn equally often", sampling="balanced"),
-    "sqrt_weights": Strategy("answer tokens weighted sqrt(n/(K n_c))", class_weights="sqrt"),
-    "sqrt_sampling_sqrt_weights": Strategy("square-root draws and sqrt(n/(K n_c)) weights", sampling="sqrt",
-                                           class_weights="sqrt"),
-}
+# A LoRA run implements class weights and sampling of the shared vocabulary (rescue_train.rebalance), per task.
+LORA = register_learner(Learner("lora", loss=frozenset({"ce"}), class_weights=frozenset(PARTS[1:]),
+                                sampling=frozenset(PARTS[1:])))
+STRATEGIES = {name: VOCABULARY[name] for name in strategies_for(LORA.name)}
 
 
 def class_key(task: str, gold: Any) -> str | None:

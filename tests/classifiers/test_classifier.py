@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from rescue_train.classifiers import balance
+from rescue_train import rebalance
 from rescue_train.classifiers.classifier import (
     BalanceSettings,
     LabelSpace,
@@ -68,7 +68,7 @@ def test_load_cls_rows_names_the_instance_whose_label_is_not_a_candidate(tmp_pat
 def test_deferred_reweighting_switches_weights_on_at_drw_start():
     logits, targets = torch.tensor([[2.0, 0.0], [0.0, 0.0]]), torch.tensor([0, 1])
     settings = BalanceSettings(beta=0.5, ldam_max_margin=0.5, drw_start=0.8)
-    loss = make_loss(balance.STRATEGIES["ldam_drw"], np.array([16, 1]), settings)
+    loss = make_loss(rebalance.STRATEGIES["ldam_drw"], np.array([16, 1]), settings)
     # margins (0.25, 0.5); before 0.8 of training unweighted, then effective-number weights
     # beta=0.5, counts (16, 1): raw (0.5/(1-0.5^16), 1) -> scaled to sum 2: (0.66667, 1.33333).
     l1, l2 = math.log(1 + math.exp(-1.75)), math.log(1 + math.exp(0.5))
@@ -80,9 +80,9 @@ def test_deferred_reweighting_switches_weights_on_at_drw_start():
 
 def test_training_indices_per_sampling_strategy():
     y = np.array([0, 0, 0, 1])
-    assert training_indices(balance.STRATEGIES["none"], y, 10, 0).tolist() == [0, 1, 2, 3]
-    assert np.bincount(y[training_indices(balance.STRATEGIES["oversample"], y, 10, 0)]).tolist() == [3, 3]
-    assert len(training_indices(balance.STRATEGIES["sqrt_sampling"], y, 10, 0)) == 10
+    assert training_indices(rebalance.STRATEGIES["none"], y, 10, 0).tolist() == [0, 1, 2, 3]
+    assert np.bincount(y[training_indices(rebalance.STRATEGIES["oversample"], y, 10, 0)]).tolist() == [3, 3]
+    assert len(training_indices(rebalance.STRATEGIES["sqrt_sampling"], y, 10, 0)) == 10
 
 
 def _synthetic_splits():
@@ -101,17 +101,17 @@ def test_sklearn_path_masks_other_scenarios_and_applies_strategies():
     splits, space = _synthetic_splits()
     settings, bal = SklearnSettings(min_df=1), BalanceSettings()
     cache: dict = {}
-    plain = fit_predict_sklearn(splits, space, balance.STRATEGIES["none"], settings, bal, 0, cache)
+    plain = fit_predict_sklearn(splits, space, rebalance.STRATEGIES["none"], settings, bal, 0, cache)
     assert np.isneginf(plain["test"][:, 3:]).all() and np.isfinite(plain["test"][:, :3]).all()
     assert plain["test"][:, :3].argmax(1).tolist() == [0, 1, 2]  # the keyword decides
     # logit-adjusted training of a linear model = the plain fit with logits shifted by -tau*log(pi).
-    adjusted = fit_predict_sklearn(splits, space, balance.STRATEGIES["logit_adjusted"], settings,
+    adjusted = fit_predict_sklearn(splits, space, rebalance.STRATEGIES["logit_adjusted"], settings,
                                    BalanceSettings(tau=2.0), 0, cache)
-    prior = balance.log_prior(splits["train"].counts(len(space)))
+    prior = rebalance.log_prior(splits["train"].counts(len(space)))
     assert adjusted["test"][:, :3] == pytest.approx(plain["test"][:, :3] - 2.0 * prior[:3])
-    over = fit_predict_sklearn(splits, space, balance.STRATEGIES["oversample"], settings, bal, 0, cache)
+    over = fit_predict_sklearn(splits, space, rebalance.STRATEGIES["oversample"], settings, bal, 0, cache)
     assert over["sampled_training_examples"] == 16 * 5  # five classes, each up to the largest (16)
-    smote = fit_predict_sklearn(splits, space, balance.STRATEGIES["smote"], settings, bal, 0, cache)
+    smote = fit_predict_sklearn(splits, space, rebalance.STRATEGIES["smote"], settings, bal, 0, cache)
     assert smote["sampled_training_examples"] == 16 * 5 and smote["smote_skipped_singleton_classes"] == []
 
 
@@ -121,7 +121,7 @@ def test_tiny_bert_head_is_found_and_torch_path_returns_masked_logits(tmp_path):
     tok = _tokenizer(settings)
     model = _model(settings, tok, space)
     assert _head(model, len(space)) is model.classifier
-    out = fit_predict_torch(splits, space, balance.STRATEGIES["crt"], settings, BalanceSettings(), 0, tmp_path)
+    out = fit_predict_torch(splits, space, rebalance.STRATEGIES["crt"], settings, BalanceSettings(), 0, tmp_path)
     assert len(out["train_loss"]) == 2  # the plain stage, then the re-trained head
     assert out["test"].shape == (3, 5) and np.isneginf(out["test"][:, 3:]).all()
     assert np.isfinite(out["test"][:, :3]).all()
@@ -149,7 +149,7 @@ def test_gradient_accumulation_gives_the_same_update_as_one_large_batch(tmp_path
             if isinstance(module, torch.nn.Dropout):
                 module.p = 0.0
         dataset = _Encoded(tok(split.texts), split.y, split.mask)
-        plain = make_loss(balance.STRATEGIES["none"], split.counts(len(space)), BalanceSettings())
+        plain = make_loss(rebalance.STRATEGIES["none"], split.counts(len(space)), BalanceSettings())
         before = {n: p.detach().clone() for n, p in model.named_parameters()}
         _trainer(model, tok, dataset, plain, settings, 1, 0.5, 0, tmp_path / f"b{batch_size}").train()
         stepped.append({n: p.detach() - before[n] for n, p in model.named_parameters()})
@@ -178,7 +178,7 @@ def test_bf16_is_autocast_over_fp32_weights(tmp_path, lora):
     before = watched.weight.detach().clone()
     computed_in = []
     head.register_forward_hook(lambda module, args, output: computed_in.append(output.dtype))
-    plain = make_loss(balance.STRATEGIES["none"], split.counts(len(space)), BalanceSettings())
+    plain = make_loss(rebalance.STRATEGIES["none"], split.counts(len(space)), BalanceSettings())
     _trainer(model, tok, _Encoded(tok(split.texts), split.y, split.mask), plain, settings, 1, 3e-5, 0,
              tmp_path).train()
     assert computed_in == [torch.bfloat16]
@@ -200,7 +200,7 @@ def test_several_visible_gpus_are_refused_before_the_model_loads(monkeypatch, tm
     splits, space = _synthetic_splits()
     with pytest.raises(ValueError, match=r"3 GPUs are visible to this one process.*3x the samples.*"
                                          r"CUDA_VISIBLE_DEVICES=0"):
-        fit_predict_torch(splits, space, balance.STRATEGIES["none"], TorchSettings(), BalanceSettings(), 0, tmp_path)
+        fit_predict_torch(splits, space, rebalance.STRATEGIES["none"], TorchSettings(), BalanceSettings(), 0, tmp_path)
 
     class Trains(Exception):
         pass
@@ -211,4 +211,4 @@ def test_several_visible_gpus_are_refused_before_the_model_loads(monkeypatch, tm
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(classifier, "_tokenizer", tokenizer)
     with pytest.raises(Trains):  # one GPU: training goes ahead
-        fit_predict_torch(splits, space, balance.STRATEGIES["none"], TorchSettings(), BalanceSettings(), 0, tmp_path)
+        fit_predict_torch(splits, space, rebalance.STRATEGIES["none"], TorchSettings(), BalanceSettings(), 0, tmp_path)
