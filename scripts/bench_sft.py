@@ -65,7 +65,7 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    from rescue_train.sft.models import resolve_model_path
+    from rescue_train.inference.presets import resolve_model_path
 
     model_path = resolve_model_path(args.model)
     with tempfile.TemporaryDirectory() as tmp:

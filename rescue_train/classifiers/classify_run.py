@@ -31,9 +31,8 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from .. import rebalance
-from ..data.config import DataConfig
 from ..settings import meaning
-from ..tasks import get_task
+from ..tasks import DataConfig, get_task
 from .classifier import BalanceSettings, LabelSpace, Split, TorchSettings, fold_splits, load_cls_rows
 from .sklearn_path import SklearnSettings
 
@@ -102,13 +101,12 @@ def prepare_data(config, out: Path):
     """The converted classification rows of ``config.task`` (converted into ``out/data`` unless
     ``config.data.converted`` names a folder), the split manifest, the data folder and convert's metadata."""
     from ..convert import ConvertConfig, convert
-    from ..data.config import plain
     from ..data.splits import SplitManifest
     from ..io import read_json
 
     data_dir = Path(config.data.converted) if config.data.converted else out / "data"
     if not config.data.converted and not (data_dir / config.task / "cls").exists():
-        convert(ConvertConfig(data=plain(config.data), output_dir=str(data_dir), tasks=[config.task]))
+        convert(ConvertConfig(data=DataConfig.own(config.data), output_dir=str(data_dir), tasks=[config.task]))
     manifest = SplitManifest.load(data_dir / "split_manifest.json")
     if manifest.scheme != "kfold":
         raise ValueError(f"{data_dir}: classifiers need a k-fold split manifest, found scheme {manifest.scheme!r}")

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from ..data import load_benchmark
-from ..data.config import DataConfig
-from ..data.splits import SplitManifest, assign_units, check_leakage, load_or_make_manifest
+from ..tasks import DataConfig
+from ..data.splits import SplitManifest, assign_units, load_or_make_manifest
 from ..executor import Job, Outcome, Step
 from ..jobs import override, rescue_train_command, training_command
 from ..tasks import Instance, build
@@ -81,33 +81,28 @@ def eval_dir(out: Path, fold: int | str) -> Path:
 
 
 def data_config(config: CvConfig) -> DataConfig:
-    from ..data.config import from_mapping
-
-    return from_mapping(config.training_config["data"])
+    return DataConfig.from_mapping(config.training_config["data"])
 
 
 def the_manifest(samples, data: DataConfig, given: str | None, out: Path) -> SplitManifest:
     """``OUT/split_manifest.json``: made once from ``data.folds`` and ``data.split_seed`` (or copied from a
-    ``data.manifest`` given), then reused; a rerun whose data or split settings differ from it is refused."""
+    ``data.manifest`` given), then reused (:func:`~rescue_train.data.splits.load_or_make_manifest`); a rerun whose
+    data or split settings differ from it is refused."""
     path = out / "split_manifest.json"
-    if path.exists():
+    if path.exists() and not given:
         kept = SplitManifest.load(path)
-        if (kept.k, kept.seed) != (data.folds, data.split_seed) and not given:
+        if (kept.k, kept.seed) != (data.folds, data.split_seed):
             raise ValueError(f"{out} holds a cross-validation split with data.folds={kept.k} data.split_seed="
                              f"{kept.seed}; use another output_dir")
-    if given and not path.exists():
+    if given and Path(given).exists():
         manifest = SplitManifest.load(given)
-        check_leakage(samples, manifest)
         if (manifest.scheme, manifest.k) != ("kfold", data.folds):
             raise ValueError(f"data.manifest={given} is a {manifest.scheme} manifest with k={manifest.k}; cv needs "
                              f"kfold with data.folds={data.folds}")
-        manifest.save(path)
-        return manifest
-    manifest = load_or_make_manifest(samples, path, "kfold", data.folds, data.split_seed)
-    if given and SplitManifest.load(given).hash != manifest.hash:
-        raise ValueError(f"data.manifest={given} differs from {path}, which this cross-validation's runs use; "
-                         "use another output_dir")
-    return manifest
+        if path.exists() and SplitManifest.load(path).hash != manifest.hash:
+            raise ValueError(f"data.manifest={given} differs from {path}, which this cross-validation's runs use; "
+                             "use another output_dir")
+    return load_or_make_manifest(samples, path, "kfold", data.folds, data.split_seed, given)
 
 
 def _on_this_machine(model: str) -> bool:
@@ -330,7 +325,7 @@ def judge_calls(plan: Plan) -> dict[str, int] | None:
     fold and for the baseline; None without a judge."""
     from ..evaluation.usage import estimate as usage_estimate
 
-    if plan.evaluation.judge.backend == "none":
+    if not plan.evaluation.judge.on:
         return None
 
     def calls(instances: list[Instance]) -> int:

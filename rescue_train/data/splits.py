@@ -164,16 +164,33 @@ def check_leakage(samples: Sequence[Sample], manifest: SplitManifest) -> None:
         raise LeakageError("split leak: " + "; ".join(f"{k} in {sorted(map(str, where[k]))}" for k in leaks[:10]))
 
 
-def load_or_make_manifest(samples: Sequence[Sample], path: Path, scheme: str, k: int, seed: int) -> SplitManifest:
-    """Reuse the manifest at ``path`` when it covers these samples with the same scheme; else write one."""
-    if path.exists():
-        manifest = SplitManifest.load(path)
-        if (manifest.scheme, manifest.seed) == (scheme, seed) and (scheme != "kfold" or manifest.k == k) \
-                and set(manifest.samples) == {s.sample_id for s in samples}:
-            check_leakage(samples, manifest)
-            return manifest
-        raise ValueError(f"{path} was made for other samples or another scheme/k/seed "
-                         f"({manifest.scheme}, k={manifest.k}, seed={manifest.seed}); remove it or pick another --out")
-    manifest = make_manifest(samples, scheme, k, seed)
-    manifest.save(path)
+def load_or_make_manifest(samples: Sequence[Sample], keep: Path | None, scheme: str, k: int, seed: int,
+                          given: str | Path | None = None) -> SplitManifest:
+    """The split manifest of ``samples``, by the one rule of every command:
+
+    * ``given`` (``data.manifest``) when that file exists: that manifest as it is, checked against the samples
+      (every sample in it, no unit or person in two folds);
+    * else the one at ``keep`` (a command's own ``OUT/split_manifest.json``) when it was made for these samples
+      with this scheme, k and seed (one made otherwise is refused);
+    * else a new one (``scheme``, ``k``, ``seed``).
+
+    It is saved at ``keep`` unless it came from there, and at ``given`` when that file is absent ("made and saved
+    there when absent")."""
+    given = Path(given) if given else None
+    if given is not None and given.exists():
+        manifest = SplitManifest.load(given)
+        check_leakage(samples, manifest)
+    elif keep is not None and keep.exists():
+        manifest = SplitManifest.load(keep)
+        if (manifest.scheme, manifest.seed) != (scheme, seed) or (scheme == "kfold" and manifest.k != k) \
+                or set(manifest.samples) != {s.sample_id for s in samples}:
+            raise ValueError(f"{keep} was made for other samples or another scheme/k/seed ({manifest.scheme}, "
+                             f"k={manifest.k}, seed={manifest.seed}); remove it or choose another output_dir")
+        check_leakage(samples, manifest)
+        return manifest
+    else:
+        manifest = make_manifest(samples, scheme, k, seed)
+    for path in (keep, given):
+        if path is not None and (path == keep or not path.exists()):
+            manifest.save(path)
     return manifest

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from ..data.config import DataConfig
+from ..tasks import DataConfig
 from ..settings import ConfigError, compose, meaning, names_in, read_recipe, recipe_kind
 from .weighting import STRATEGIES
 
@@ -71,7 +71,8 @@ class TrainSettings:
 @dataclass
 class SftBalanceSettings:
     strategy: str = field(default="none", metadata=meaning(
-        "closed-set tasks' class balance: " + "; ".join(f"{k} = {v.summary}" for k, v in STRATEGIES.items())))
+        "closed-set tasks' class balance: " + "; ".join(f"{k} = {v.summary}" for k, v in STRATEGIES.items()),
+        choices=STRATEGIES))
 
 
 @dataclass
@@ -103,8 +104,6 @@ def validate(cfg: LoraRunConfig) -> None:
     if cfg.output_dir is not None and not str(cfg.output_dir).strip():
         raise ConfigError("output_dir: empty; give a folder for the run, or leave it out for "
                           "runs/<name>/<model>/fold<k>")
-    if cfg.balance.strategy not in STRATEGIES:
-        raise ConfigError(f"balance.strategy: expected one of {', '.join(STRATEGIES)}, got {cfg.balance.strategy!r}")
     if cfg.resume not in ("auto", "true", "false"):
         raise ConfigError(f"resume: expected auto, true or false, got {cfg.resume!r}")
     if cfg.data.split not in ("kfold", "holdout"):
@@ -116,13 +115,23 @@ def model_options() -> list[str]:
     return names_in(GROUPS["model"])
 
 
-def data_options() -> list[str]:
-    return names_in(GROUPS["data"])
+def _preset_or_any(arguments: Sequence[str]) -> list[str]:
+    """``model=ORG/NAME`` or ``model=FOLDER`` (not a preset's name) is ``model=any model.path=...``: the one meaning
+    of ``model=`` on every command. A bare word stays a preset name (a typo is refused with the nearest one)."""
+    out = []
+    for argument in arguments:
+        key, _, value = argument.lstrip("+").partition("=")
+        if key == "model" and value not in model_options() and ("/" in value or Path(value).expanduser().exists()):
+            out += ["model=any", f"model.path={value}"]
+        else:
+            out.append(argument)
+    return out
 
 
 def load_config(recipe: str, overrides: Sequence[str] = ()) -> LoraRunConfig:
     """The typed config of ``recipe`` (a shipped name or a YAML path) with ``overrides`` applied."""
     path, tree = read_recipe(recipe)
+    overrides = _preset_or_any(overrides)
     if recipe_kind(tree) != "lora":
         raise ConfigError(f"recipe {recipe} is a {recipe_kind(tree)} recipe, not a LoRA recipe")
     cfg: LoraRunConfig = compose(LoraRunConfig, overrides, "train", base={"name": path.stem, **tree},

@@ -26,20 +26,19 @@ from typing import Any
 from ..executor import executor_info
 from ..inference.factory import check_model
 from ..folders import output_folder
+from ..inference.presets import resolve_model_path
 from ..io import read_json, write_json_atomic, write_text_atomic
 from ..model_card import write_model_card
 from ..provenance import config_hash, git_commit, versions
 from ..settings import flatten, read_yaml, to_yaml
 from . import data as run_data
 from .config import LoraRunConfig
-from .models import compute_dtype, load_model, load_tokenizer, lora_config, resolve_model_path
+from .models import compute_dtype, load_model, load_tokenizer, lora_config
 
 log = logging.getLogger(__name__)
 ADAPTER_DIR = "adapter"
 # Where a run lives and how it was restarted do not make it another run (a folder may be moved).
 NOT_IDENTITY = ("output_dir", "resume")
-# What marks a run folder made before output folders carried their marker (rescue_train.folders).
-RUN_FILES = ("provenance.json", "config.yaml")
 
 
 def training_args(cfg: LoraRunConfig, run_dir: Path, has_validation: bool):
@@ -166,7 +165,7 @@ def run(cfg: LoraRunConfig) -> Path:
         check_model(resolve_model_path(cfg.model.path), "model.path")  # before anything is written
     checkpoint = last_checkpoint(run_dir, cfg.resume)
     args, dtype = training_args(cfg, run_dir, has_validation=True)
-    with output_folder(run_dir, "train", RUN_FILES) if args.process_index == 0 else nullcontext():
+    with output_folder(run_dir, "train") if args.process_index == 0 else nullcontext():
         if cfg.resume == "false":  # starting over: no checkpoint of the run before may stand in for this one's
             shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
         _train(cfg, run_dir, checkpoint, args, dtype)

@@ -12,12 +12,13 @@ its prior context). Nothing shown depends on the label: the id names only the de
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 from ..data import taxonomy
-from ..data.config import BuildOptions
 from ..data.schema import Sample
 from .answers import find_json
+from .options import Options, option
 from .task import ClosedSetTask, count, evenly_spaced, window
 from .types import BuildResult, Instance, Parsed, ReportColumn, instance_id
 
@@ -26,8 +27,16 @@ _YES_WORDS = {"yes", "y", "true", "1", "speak", "should_speak", "intervene"}
 _NO_WORDS = {"no", "n", "false", "0", "listen", "keep_listening", "do_not_speak", "wait"}
 
 
+@dataclass(frozen=True)
+class ItpOptions:
+    itp_cap_per_class: int = option(0, "ITP keeps at most this many evenly spaced instances per class and sample "
+                                    "(0: all)", key=False, low=0)
+
+
 class InterventionTiming(ClosedSetTask):
     name = "itp"
+    options = ItpOptions
+    reasoning_max_new_tokens = 4096
     default_context = 3
     metric = "binary"
     json_key = "should_speak"
@@ -48,7 +57,7 @@ class InterventionTiming(ClosedSetTask):
     def options_text(self, inst: Instance) -> str:
         return "Candidates: yes, no"
 
-    def build(self, samples: Sequence[Sample], units: dict[str, str], options: BuildOptions) -> BuildResult:
+    def build(self, samples: Sequence[Sample], units: dict[str, str], options: Options) -> BuildResult:
         result = BuildResult([])
         k = self.context_size(options)
         for sample in samples:

@@ -294,7 +294,7 @@ def _rerun(out: Path, extra: list[str]) -> dict:
 
 @pytest.mark.slow
 def test_lora_runs_in_parallel_predict_what_they_predict_one_after_another(sequential):
-    from rescue_train.executor import usable_cpus
+    from rescue_train.devices import usable_cpus
 
     records = _rerun(sequential[0], ["launch.parallel=2", "launch.gpus_per_run=0"])
     threads = str(max(1, len(usable_cpus()) // 2))

@@ -97,10 +97,10 @@ def test_pooling_error_is_one_line_and_exit_2_on_the_command_line(tmp_path, caps
     (["eval.protocol=paper"], "eval.protocol=paper: a fine-tuned model is asked the prompts it trained on"),
     (["eval.backend=openai", "eval.model=x"], "sets model itself"),
     (["eval.backend=openai", "eval.protocol=sft"], "eval.backend=openai: the fold adapters are loaded locally"),
-    (["eval.protocol=nope"], "protocol must be one of sft, paper, rank"),
+    (["eval.protocol=nope"], "protocol: expected one of sft, paper, rank"),
     (["folds=[0,3]"], r"folds=\[0, 3\]: expected distinct folds in 0..2 \(data.folds=3\)"),
     (["folds=[1,1]"], "expected distinct folds"),
-    (["baseline=always"], "baseline must be one of auto, zero_shot, none"),
+    (["baseline=always"], "baseline: expected one of auto, zero_shot, none"),
     (["data.split=holdout"], "data.split=holdout: cross-validation needs kfold"),
     (["train.nope=1"], "unknown key train.nope"),
 ])

@@ -144,7 +144,7 @@ def test_a_killed_cv_resumes_without_retraining_finished_folds(finished):
     assert set(jobs) == {"train fold 0", "train fold 1", "train fold 2", "eval fold 0", "eval fold 1", "eval fold 2",
                          "eval zero_shot"}
     # What executed each job: a local slot, here without GPUs (one job at a time: all the CPU threads).
-    from rescue_train.executor import usable_cpus
+    from rescue_train.devices import usable_cpus
 
     assert all((job["executor"]["kind"], job["executor"]["gpus"], job["executor"]["threads"]) ==
                ("local", [], str(len(usable_cpus()))) for job in jobs.values())
