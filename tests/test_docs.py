@@ -124,10 +124,12 @@ SKIPS = [  # (pattern, reason): commands that cannot run in a CPU test
 
 
 # A benchmark's smallest run (later flags win): the docs' commands must run, their figures are the benchmarks' own
-# (bench_sft's default is already the tiny model's few steps).
 BENCH_BUDGETS = {
+    "bench_sft.py": ["--tasks", "ssp", "--steps", "1", "--instances", "8", "--batch-size", "2"],
     "bench_convert.py": ["--sizes", "191", "--repeat", "1", "--long-mb"],
     "bench_eval.py": ["--limit", "2", "--repeats", "1"],
+    "bench_intervals.py": ["--simulations", "10", "--bootstrap-simulations", "1", "--draws", "100", "--clusters", "10",
+                           "--iccs", "0.2"],
     "bench_peers.py": ["--model", "tiny", "--per-task", "1", "--repeats", "1"],
     "bench_rank.py": ["--model", "tiny", "--per-task", "1", "--repeats", "1"],
 }

@@ -17,8 +17,10 @@ A killed run resumes from the two jsonl files without recomputing finished insta
 
 from __future__ import annotations
 
+from collections import Counter
 from contextlib import ExitStack
 
+from ..data.splits import fold_notes
 from ..inference.factory import backend_class, check_model
 from ..folders import output_folder, own_folder
 from ..provenance import config_hash
@@ -51,6 +53,9 @@ def run(cfg: EvalConfig, *, backend=None, judge_backend=None) -> list[dict]:
         data = benchmark.select(variant.cfg.data, variant.folds)
         variant.training_data = check_training_data(variant.cfg, variant, data)
         check_calibration(variant.cfg, variant)
+        if variant.run is not None and data.split["test_folds"]:  # a trained model: what its fold trained on
+            data.split["fold_notes"] = fold_notes(benchmark.manifest(variant.cfg.data), data.split["test_folds"],
+                                                  Counter(i.unit for built in benchmark.built.values() for i in built))
         planned.append((variant, data))
     with ExitStack() as held:  # one writer per run folder
         chosen = [variant for variant, _ in planned]

@@ -6,7 +6,8 @@
   ``PeftModel.from_pretrained`` and vLLM's LoRA support load; the base model is ``provenance.json``'s
   ``base_model``);
 * ``config.yaml`` – the resolved config; ``provenance.json`` – versions, git commit, split manifest hash,
-  data fingerprint, seed, base model, final metrics;
+  data fingerprint, seed, base model, final metrics (the Trainer's, of the last session), and the whole run's
+  ``train_seconds``, ``train_loss`` (mean per step) and ``sessions`` (each start, steps, seconds and loss);
 * ``data/`` – the converted datasets and the split manifest of this run;
 * ``checkpoints/`` – trainer checkpoints (resume); ``logs/`` – TensorBoard events.
 """
@@ -17,7 +18,6 @@ import hashlib
 import json
 import logging
 import shutil
-import time
 from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
@@ -188,7 +188,8 @@ def _train(cfg: LoraRunConfig, run_dir: Path, checkpoint: str | None, args, dtyp
     model = load_model(cfg.model, base_path, dtype)
     trainer = RescueSFTTrainer(model=model, args=args, train_dataset=train_data.train,
                                eval_dataset=train_data.validation, processing_class=tokenizer,
-                               peft_config=lora_config(cfg.lora), callbacks=_callbacks(cfg, run_dir, is_main))
+                               peft_config=lora_config(cfg.lora), callbacks=_callbacks(cfg, run_dir, is_main),
+                               batching=cfg.train.batching)
     # which chat template rendered the data (the model's own unless model.chat_template names a file)
     template = {"chat_template_sha256": hashlib.sha256(tokenizer.chat_template.encode()).hexdigest()[:16]}
     dropped = {}  # with packing, rows are bins of instances and cannot be compared with instance counts
@@ -199,12 +200,13 @@ def _train(cfg: LoraRunConfig, run_dir: Path, checkpoint: str | None, args, dtyp
     if any(dropped.values()):
         log.warning("instances whose answer does not fit in train.max_length=%s tokens were dropped: %s",
                     cfg.train.max_length, dropped)
-    started = time.time()
     if is_main:
         write_json_atomic(run_dir / "provenance.json", provenance(cfg, resolved, base_path, train_data, {
-            "status": "running", "resumed_from": checkpoint, "dropped_too_long": dropped, **template}))
+            "status": "running", "resumed_from": checkpoint, "dropped_too_long": dropped, **template,
+            "batching": trainer.batching}))
     result = trainer.train(resume_from_checkpoint=checkpoint)
-    metrics = dict(result.metrics)
+    run_summary = trainer.run_summary(result)
+    metrics = dict(result.metrics)  # the Trainer's, of this session; run_summary's cover the run
     evals = [e for e in trainer.state.log_history if "eval_loss" in e]  # the trainer evaluates the last step too
     if evals:
         metrics.update(evals[-1])
@@ -212,7 +214,10 @@ def _train(cfg: LoraRunConfig, run_dir: Path, checkpoint: str | None, args, dtyp
     if is_main:
         write_json_atomic(run_dir / "provenance.json", provenance(cfg, resolved, base_path, train_data, {
             "status": "finished", "resumed_from": checkpoint, "dropped_too_long": dropped,
-            "global_step": trainer.state.global_step, "train_seconds": round(time.time() - started, 2),
-            "metrics": metrics, "best_checkpoint": trainer.state.best_model_checkpoint, **template}))
+            "global_step": trainer.state.global_step, "train_seconds": run_summary["train_seconds"],
+            "train_loss": run_summary["train_loss"], "sessions": run_summary["sessions"], "metrics": metrics,
+            "best_checkpoint": trainer.state.best_model_checkpoint, **template,
+            # how batches were formed, and their measured real-token share (over this process's steps)
+            "batching": trainer.batching, "non_pad_share": trainer.non_pad_share()}))
         write_model_card(run_dir)
     args.distributed_state.wait_for_everyone()
