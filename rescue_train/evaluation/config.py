@@ -23,6 +23,7 @@ from ..inference.base import RANK_SCORES
 from ..inference.factory import backend_class, reasons
 from ..inference.options import ApiOptions, EngineOptions, check_api
 from ..scoring.bertscore import BertScoreConfig
+from ..scoring.calibration import CALIBRATIONS
 from ..scoring.judge import JudgeConfig
 from ..settings import ConfigError, as_list, compose, dotlist, find_yaml, meaning, read_yaml
 from ..tasks import TASKS
@@ -87,6 +88,14 @@ class EvalConfig(ApiOptions, EngineOptions):
         "answers held to the candidate labels or JSON schema (hf, vllm; openai: JSON only); false: free"))
     rank_score: str = field(default="sum", metadata=meaning(
         "sum = log P(answer and end of turn); mean = per token", choices=RANK_SCORES))
+    calibration: str = field(default="none", metadata=meaning(
+        "protocol=rank: none | contextual (divide by the answer probabilities without the dialogue; Zhao et al. "
+        "2021) | pmi (minus the log-lik after the task question alone; Holtzman et al. 2021) | prior (minus "
+        "tau x log of the training fold's class prior; a trained run). Any but none keeps every method's scores, "
+        "so report --calibration re-ranks the result without the model", choices=CALIBRATIONS, hashed=False))
+    calibration_tau: Optional[float] = field(default=None, metadata=meaning(
+        "calibration=prior: tau; null: chosen on the run's validation fold by balanced accuracy", low=0,
+        hashed=False))
     progress: bool = field(default=True, metadata=meaning("progress bars", hashed=False))
     verbose: bool = field(default=False, metadata=meaning(
         "the engine's own output on the console too (default: in the run folder's eval.log)", hashed=False))
@@ -206,6 +215,12 @@ def split_of(trained: list[TrainingRun], given: dict) -> dict:
 def validate(cfg: EvalConfig) -> None:
     if cfg.data.split == "leave_one_unit_out":
         raise ValueError("data.split=leave_one_unit_out is for baselines; eval takes none, kfold or holdout")
+    if cfg.calibration != "none" and cfg.protocol != "rank":
+        raise ValueError(f"calibration={cfg.calibration} re-ranks candidates' log-likelihoods: it needs protocol=rank "
+                         f"(protocol={cfg.protocol} generates answers, which have no scores to calibrate)")
+    if cfg.calibration_tau is not None and cfg.calibration != "prior":
+        raise ValueError(f"calibration_tau={cfg.calibration_tau} weighs the class prior of calibration=prior; "
+                         f"calibration={cfg.calibration} has no tau")
     if cfg.judge.retries is not None and cfg.judge.retries < 0:
         raise ValueError(f"judge.retries must be 0 or more, got {cfg.judge.retries}")
     check_api(cfg)
