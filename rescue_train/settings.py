@@ -82,10 +82,10 @@ def refusal(key: str, value: Any, metadata: Mapping[str, Any]) -> str | None:
 def check_ranges(schema: type, tree: Mapping[str, Any], prefix: str = "") -> None:
     """Every key of ``tree`` (a schema's values, nested sections included) within its choices and range, before
     the schema's own checks run."""
-    hints = _hints(schema)
+    hints = field_types(schema)
     for f in dataclasses.fields(schema):
         value = tree.get(f.name)
-        kind = _unwrap(hints[f.name])
+        kind = unwrap(hints[f.name])
         if isinstance(kind, type) and dataclasses.is_dataclass(kind):
             if isinstance(value, Mapping):
                 check_ranges(kind, value, f"{prefix}{f.name}.")
@@ -125,16 +125,16 @@ def identity(config: Any, *, exact: bool = True) -> dict[str, Any]:
 def unhashed(schema: type) -> set[str]:
     """The top-level keys of ``schema`` declared ``hashed=False``, its sections aside."""
     return {f.name for f in dataclasses.fields(schema) if f.metadata.get("hashed", True) is False
-            and not dataclasses.is_dataclass(_unwrap(_hints(schema)[f.name]))}
+            and not dataclasses.is_dataclass(unwrap(field_types(schema)[f.name]))}
 
 
 # ------------------------------------------------------------------------------------------ schema walking
 
-def _hints(schema: type) -> dict[str, Any]:
+def field_types(schema: type) -> dict[str, Any]:
     return typing.get_type_hints(schema)
 
 
-def _unwrap(tp: Any) -> Any:
+def unwrap(tp: Any) -> Any:
     """Optional[X] -> X."""
     args = [a for a in typing.get_args(tp) if a is not type(None)]
     if typing.get_origin(tp) is typing.Union and len(args) == 1:
@@ -152,7 +152,7 @@ def section_type(schema: type, dotted: str) -> Any:
         names = {f.name for f in dataclasses.fields(current)}
         if part not in names:
             return None
-        current = _unwrap(_hints(current)[part])
+        current = unwrap(field_types(current)[part])
     return current
 
 
@@ -160,7 +160,7 @@ def keys(schema: type, prefix: str = "") -> list[str]:
     """Every leaf key of ``schema`` in dotted form."""
     out = []
     for f in dataclasses.fields(schema):
-        tp = _unwrap(_hints(schema)[f.name])
+        tp = unwrap(field_types(schema)[f.name])
         if isinstance(tp, type) and dataclasses.is_dataclass(tp):
             out += keys(tp, f"{prefix}{f.name}.")
         else:
@@ -170,7 +170,7 @@ def keys(schema: type, prefix: str = "") -> list[str]:
 
 def type_name(tp: Any) -> str:
     optional = typing.get_origin(tp) is typing.Union and type(None) in typing.get_args(tp)
-    tp = _unwrap(tp)
+    tp = unwrap(tp)
     name = {int: "int", float: "float", bool: "bool", str: "str"}.get(tp)
     if name is None:
         origin = typing.get_origin(tp)
@@ -293,45 +293,6 @@ def to_yaml(config: Any) -> str:
     from omegaconf import OmegaConf
 
     return OmegaConf.to_yaml(OmegaConf.structured(config))
-
-
-# ------------------------------------------------------------------------------------------ --help
-
-def describe(schema: type, prefix: str = "", skip: Sequence[str] = (), instance: Any = None,
-             width: int | None = None) -> list[str]:
-    """One entry per key: ``name  type = default  meaning`` (defaults from ``instance``, else the schema's), wrapped
-    to ``width`` (the terminal's). The schema's own keys come first, then those it inherits (eval's engine and API
-    keys), so that a command's main keys lead."""
-    import shutil
-    import textwrap
-
-    width = width or shutil.get_terminal_size((120, 24)).columns  # COLUMNS, the terminal, else 120
-    lines = []
-    instance = schema() if instance is None else instance
-    hints = _hints(schema)
-    own = set(schema.__dict__.get("__annotations__", {}))
-    fields = dataclasses.fields(schema)
-    for f in [f for f in fields if f.name in own] + [f for f in fields if f.name not in own]:
-        key = prefix + f.name
-        if key in skip:
-            continue
-        tp = hints[f.name]
-        inner = _unwrap(tp)
-        default = getattr(instance, f.name)
-        if isinstance(inner, type) and dataclasses.is_dataclass(inner):
-            lines += describe(inner, f"{key}.", skip, default, width)
-            continue
-        shown = "null" if default is None else str(default).lower() if isinstance(default, bool) else repr(default) \
-            if isinstance(default, str) else str(default)
-        text = f.metadata.get("help", "")
-        if "range" in f.metadata:
-            text = f"{text} [{f.metadata['range']}]".lstrip()
-        line = f"  {key:<30} {type_name(tp):<12} = {shown:<12} {text}".rstrip()
-        # continued under the meaning where a terminal leaves it room, else just indented
-        indent = 61 if width >= 100 else 6
-        lines.append(textwrap.fill(line, width=max(width, 60), subsequent_indent=" " * indent,
-                                   break_long_words=False, break_on_hyphens=False))
-    return lines
 
 
 # ------------------------------------------------------------------------------------------ shipped files

@@ -14,7 +14,8 @@ from rescue_train.cli import main as rescue_train
 from rescue_train.cli.base import ArgumentReader, Command
 from rescue_train.tasks import DataConfig
 from rescue_train.evaluation.config import load_config
-from rescue_train.settings import ConfigError, describe, find_yaml, meaning
+from rescue_train.cli.base import describe
+from rescue_train.settings import ConfigError, find_yaml, meaning
 from rescue_train.sft.config import load_config as load_training
 
 
@@ -127,11 +128,11 @@ def numeric_fields(schema, prefix=""):
     import dataclasses
     import typing
 
-    from rescue_train.settings import _unwrap
+    from rescue_train.settings import unwrap
 
     hints = typing.get_type_hints(schema)
     for f in dataclasses.fields(schema):
-        kind = _unwrap(hints[f.name])
+        kind = unwrap(hints[f.name])
         if dataclasses.is_dataclass(kind):
             yield from numeric_fields(kind, f"{prefix}{f.name}.")
         elif kind in (int, float) or typing.get_args(kind) in ((int,), (float,)):

@@ -19,9 +19,12 @@ Warnings print as ``warning: message`` lines; a bad setting, bad input or a stop
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import os
+import shutil
 import sys
+import textwrap
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +34,7 @@ from ..console import shown_err
 from ..data.fields import DataError
 from ..data.splits import LeakageError
 from ..inference import BackendError
-from ..settings import ConfigError, by_meaning, describe, keys, section_type, to_yaml, type_name
+from ..settings import ConfigError, by_meaning, field_types, keys, section_type, to_yaml, type_name, unwrap
 
 ERRORS = (ConfigError, ValueError, DataError, LeakageError, BackendError, OSError)
 HELP = ("-h", "--help", "help")
@@ -211,3 +214,37 @@ def execute(command: Command, argv: Sequence[str]) -> int:
         except KeyboardInterrupt as stop:  # one line, as a shell reports Ctrl-C (128 + SIGINT), not a traceback
             print(f"rescue-train {command.name}: {stop.args[0] if stop.args else 'interrupted'}", file=sys.stderr)
             return 130
+
+
+def describe(schema: type, prefix: str = "", skip: Sequence[str] = (), instance: Any = None,
+             width: int | None = None) -> list[str]:
+    """One entry per key: ``name  type = default  meaning`` (defaults from ``instance``, else the schema's), wrapped
+    to ``width`` (the terminal's). The schema's own keys come first, then those it inherits (eval's engine and API
+    keys), so that a command's main keys lead."""
+    width = width or shutil.get_terminal_size((120, 24)).columns  # COLUMNS, the terminal, else 120
+    lines = []
+    instance = schema() if instance is None else instance
+    hints = field_types(schema)
+    own = set(schema.__dict__.get("__annotations__", {}))
+    fields = dataclasses.fields(schema)
+    for f in [f for f in fields if f.name in own] + [f for f in fields if f.name not in own]:
+        key = prefix + f.name
+        if key in skip:
+            continue
+        tp = hints[f.name]
+        inner = unwrap(tp)
+        default = getattr(instance, f.name)
+        if isinstance(inner, type) and dataclasses.is_dataclass(inner):
+            lines += describe(inner, f"{key}.", skip, default, width)
+            continue
+        shown = "null" if default is None else str(default).lower() if isinstance(default, bool) else repr(default) \
+            if isinstance(default, str) else str(default)
+        text = f.metadata.get("help", "")
+        if "range" in f.metadata:
+            text = f"{text} [{f.metadata['range']}]".lstrip()
+        line = f"  {key:<30} {type_name(tp):<12} = {shown:<12} {text}".rstrip()
+        # continued under the meaning where a terminal leaves it room, else just indented
+        indent = 61 if width >= 100 else 6
+        lines.append(textwrap.fill(line, width=max(width, 60), subsequent_indent=" " * indent,
+                                   break_long_words=False, break_on_hyphens=False))
+    return lines

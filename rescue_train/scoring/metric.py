@@ -19,6 +19,7 @@ tests check.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -164,7 +165,10 @@ def prediction_entropy(scores: ClassScores, answers: np.ndarray | None = None) -
     return -(shares * np.log2(np.where(shares > 0, shares, 1.0))).sum(1) + 0.0
 
 
-# ---------------------------------------------------------------- "few": classes by their training frequency
+# ---------------------------------------------------------------- rare classes
+# Two views, both defined here: a class's frequency group by its share of the training fold (compare, which knows
+# the training fold of every run it trains), and the "few" classes of an evaluated scope (every result, trained or
+# zero-shot).
 
 FREQUENCY_GROUPS = ("head", "medium", "tail")
 
@@ -173,3 +177,35 @@ def frequency_group(share: float, head: float, tail: float) -> str:
     """A class's group by its share of its scenario's training instances: head at ``head`` or above, tail
     (the few-shot classes) below ``tail``, medium between."""
     return "head" if share >= head else "tail" if share < tail else "medium"
+
+
+# The rare ("few") classes of a scope: its gold classes from the rarest up, as many as together hold at most this
+# share of the scope's instances (at least the rarest one). Taken on the evaluated gold, so that every model scored
+# on the same instances is measured on the same classes, and any saved result (zero-shot ones, which have no
+# training fold, included) is scored alone.
+FEW_SHARE = 1 / 3
+
+
+def few_classes(gold: Sequence[str]) -> list[str]:
+    """The rare classes of ``gold`` (:data:`FEW_SHARE`); ties in count go by name."""
+    counts = Counter(gold)
+    few: list[str] = []
+    held = 0
+    for label in sorted(counts, key=lambda c: (counts[c], c)):
+        if few and held + counts[label] > FEW_SHARE * len(gold):
+            break
+        few.append(label)
+        held += counts[label]
+    return few
+
+
+def few_draws(support: np.ndarray) -> np.ndarray:
+    """:func:`few_classes` on each draw: ``support[draw, class]`` (classes sorted by name) -> which are rare."""
+    present = support > 0
+    order = np.argsort(np.where(present, support, np.inf), axis=1, kind="stable")  # rarest first, ties by name
+    held = np.cumsum(np.take_along_axis(support, order, 1), axis=1)
+    rare = held <= FEW_SHARE * support.sum(1, keepdims=True)
+    rare[:, 0] = True
+    few = np.zeros_like(present)
+    np.put_along_axis(few, order, rare, 1)
+    return few & present

@@ -18,7 +18,6 @@ never replaced by the gold. Averages are micro (over instances), reported for co
 
 from __future__ import annotations
 
-from collections import Counter
 from functools import cached_property
 from typing import Any, Sequence
 
@@ -27,8 +26,9 @@ from sklearn.metrics import precision_recall_fscore_support
 
 from ..tasks import TASKS
 from ..tasks.answers import WORD
-from .metric import (PROPORTION, ClassScores, Metric, balanced_accuracy, macro_f1, metrics_of, predicted_labels,
-                     prediction_entropy, recall_of, register_metric)
+from .distinct import distinct_draws
+from .metric import (PROPORTION, ClassScores, Metric, balanced_accuracy, few_classes, few_draws, macro_f1, metrics_of,
+                     predicted_labels, prediction_entropy, recall_of, register_metric)
 
 SCOPES = ("couple", "family", "both")
 RANK_DEPTH = 3  # the paper scores the top-3 list: MRR is 0 when the gold is not among them
@@ -106,18 +106,6 @@ def _verdict_values(scores: Sequence[dict[str, Any]], prefix: str = "judge_", on
 
 def _unreadable(scores: Sequence[dict[str, Any]], prefix: str = "judge_") -> int:
     return sum(s.get(f"{prefix}status") == "failed" for s in scores)
-
-
-def _ngrams(text: str | None, n: int) -> list[tuple[str, ...]]:
-    words = [w.lower() for w in WORD.findall(text or "")]
-    return [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
-
-
-def distinct_n(texts: Sequence[str], n: int) -> float | None:
-    """Distinct-n across ``texts``: distinct word n-grams / all word n-grams (lower-cased words), None when
-    there is no n-gram at all. Low values expose generations that repeat themselves or each other."""
-    grams = [gram for text in texts for gram in _ngrams(text, n)]
-    return len(set(grams)) / len(grams) if grams else None
 
 
 class Scored:
@@ -238,42 +226,10 @@ def _balanced_accuracy(scored: Scored, clusters: np.ndarray, n_clusters: int):
     return value
 
 
-# The rare ("few") classes of a scope: its gold classes from the rarest up, as many as together hold at most this
-# share of the scope's instances (at least the rarest one). Taken on the evaluated gold, so that every model scored
-# on the same instances is measured on the same classes, and any saved result (zero-shot ones, which have no
-# training fold, included) is scored alone.
-FEW_SHARE = 1 / 3
-
-
-def few_classes(gold: Sequence[str]) -> list[str]:
-    """The rare classes of ``gold`` (:data:`FEW_SHARE`); ties in count go by name."""
-    counts = Counter(gold)
-    few: list[str] = []
-    held = 0
-    for label in sorted(counts, key=lambda c: (counts[c], c)):
-        if few and held + counts[label] > FEW_SHARE * len(gold):
-            break
-        few.append(label)
-        held += counts[label]
-    return few
-
-
-def _few_draws(support: np.ndarray) -> np.ndarray:
-    """:func:`few_classes` on each draw: ``support[draw, class]`` (classes sorted by name) -> which are rare."""
-    present = support > 0
-    order = np.argsort(np.where(present, support, np.inf), axis=1, kind="stable")  # rarest first, ties by name
-    held = np.cumsum(np.take_along_axis(support, order, 1), axis=1)
-    rare = held <= FEW_SHARE * support.sum(1, keepdims=True)
-    rare[:, 0] = True
-    few = np.zeros_like(present)
-    np.put_along_axis(few, order, rare, 1)
-    return few & present
-
-
 def _few_recall(scored: Scored, clusters: np.ndarray, n_clusters: int):
     """The mean recall of the rare classes, chosen on each draw as on any record set."""
     _, draws = scored.draws(clusters, n_clusters)
-    return lambda counts: recall_of(draws(counts), _few_draws(draws(counts).support))
+    return lambda counts: recall_of(draws(counts), few_draws(draws(counts).support))
 
 
 def _of_answers(measure):
@@ -286,34 +242,8 @@ def _of_answers(measure):
     return statistic
 
 
-def _distinct_draws(texts: list[str], n: int, clusters: np.ndarray, n_clusters: int):
-    """Distinct-n of each draw: an n-gram counts once when any drawn cluster has it, the n-grams of a
-    cluster drawn twice count twice in the denominator. n-grams held by the same clusters are counted
-    together, which keeps the product small."""
-    totals = np.zeros(n_clusters)
-    holders: dict[tuple[str, ...], set[int]] = {}
-    for text, cluster in zip(texts, clusters):
-        grams = _ngrams(text, n)
-        totals[cluster] += len(grams)
-        for gram in grams:
-            holders.setdefault(gram, set()).add(int(cluster))
-    together: dict[frozenset[int], int] = {}
-    for held_by in holders.values():
-        together[frozenset(held_by)] = together.get(frozenset(held_by), 0) + 1
-    holders_of_group = np.zeros((n_clusters, len(together)), dtype=np.float32)
-    for column, held_by in enumerate(together):
-        holders_of_group[list(held_by), column] = 1.0
-    sizes = np.array(list(together.values()), dtype=float)
-
-    def value(counts: np.ndarray) -> np.ndarray:
-        distinct = (((counts > 0).astype(np.float32) @ holders_of_group) > 0) @ sizes
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(counts @ totals > 0, distinct / (counts @ totals), np.nan)
-    return value
-
-
 def _distinct(prefix: str, n: int):
-    return lambda scored, clusters, n_clusters: _distinct_draws(scored.texts[prefix], n, clusters, n_clusters)
+    return lambda scored, clusters, n_clusters: distinct_draws(scored.texts[prefix], n, clusters, n_clusters)
 
 
 CLOSED, RANKING = ("binary", "ranking"), ("ranking",)

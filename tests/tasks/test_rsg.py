@@ -12,7 +12,8 @@ from test_judge import Scripted
 from rescue_train.data import load_samples, taxonomy
 from rescue_train.tasks import BuildOptions
 from rescue_train.scoring.judge import Judge
-from rescue_train.scoring.metrics import aggregate, distinct_n, table5_row
+from rescue_train.scoring.distinct import distinct_n
+from rescue_train.scoring.metrics import aggregate, table5_row
 from rescue_train.tasks import TASKS, build, render
 from rescue_train.tasks.answers import word_count
 from rescue_train.tasks.rsg import JUDGE_SYSTEM

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 import pytest
 
 from rescue_train.data import load_samples
-from rescue_train.settings import ConfigError, describe, load
+from rescue_train.cli.base import describe
+from rescue_train.settings import ConfigError, load
 from rescue_train.tasks import TASKS, BuildResult, DataConfig, Instance
 from rescue_train.tasks.options import build_options, data_config, option
 from rescue_train.tasks.task import ClosedSetTask
