@@ -16,6 +16,7 @@ from typing import Any
 from ..convert import ConvertConfig, convert
 from ..io import read_json, read_records
 from ..tasks import get_task
+from .candidates import candidate_columns, uses_candidates
 from .config import LoraRunConfig
 from .weighting import STRATEGIES, class_key, class_weights, sampling_weights
 
@@ -33,9 +34,9 @@ def convert_config(cfg: LoraRunConfig, out: Path) -> ConvertConfig:
     return ConvertConfig(data=cfg.data, output_dir=str(out), tasks=[get_task(t).name for t in cfg.tasks])
 
 
-def _golds(task_dir: Path) -> dict[str, Any]:
-    return {record["id"]: record["gold"]
-            for record in read_records(task_dir / "instances.jsonl", {"id": str, "gold": object}, "an instance")}
+def _instances(task_dir: Path) -> dict[str, dict[str, Any]]:
+    return {record["id"]: record for record in read_records(
+        task_dir / "instances.jsonl", {"id": str, "gold": object, "candidates": list}, "an instance")}
 
 
 def _split(folder: Path, split: str):
@@ -58,12 +59,12 @@ def load_fold(cfg: LoraRunConfig, data_dir: Path, meta: dict[str, Any]) -> Train
     parts: dict[str, list] = {"train": [], "validation": []}
     for task in cfg.tasks:
         name = get_task(task).name
-        golds = _golds(data_dir / name)
+        instances = _instances(data_dir / name)
         for split in parts:
             ds = _split(data_dir / name / "sft", split)
             if ds is None or len(ds) == 0:
                 continue
-            keys = [class_key(name, golds[i]) for i in ds["id"]]
+            keys = [class_key(name, instances[i]["gold"]) for i in ds["id"]]
             ds = ds.select_columns(list(KEEP)).add_column("class_key", [k or "" for k in keys])
             parts[split].append(ds)
     if not parts["train"]:
@@ -73,6 +74,15 @@ def load_fold(cfg: LoraRunConfig, data_dir: Path, meta: dict[str, Any]) -> Train
     train = datasets.concatenate_datasets(parts["train"])
     validation = datasets.concatenate_datasets(parts["validation"]) if parts["validation"] else None
     train = add_balance_columns(train, cfg)
+    if uses_candidates(STRATEGIES[cfg.balance.strategy]):
+        records = {}
+        for task in cfg.tasks:
+            if get_task(task).closed_set:
+                records.update(_instances(data_dir / get_task(task).name))
+        columns = candidate_columns(train["task"], train["scenario"], [records.get(i) for i in train["id"]],
+                                    cfg.data.answer_format)
+        for name, values in columns.items():
+            train = train.add_column(name, values)
     return TrainData(train, validation, {
         "source": meta["source"], "source_fingerprint": meta["source_fingerprint"],
         "manifest_hash": meta["manifest_hash"], "test_fold": cfg.data.test_fold,
