@@ -7,13 +7,13 @@ from pathlib import Path
 import numpy as np
 
 from ..classifiers.classifier import LabelSpace
-from .stats import HEADLINE
+from .stats import COUNTS, HEADLINE
 
 
-def _cell(estimate: float | None, ci: list[float] | None) -> str:
+def _cell(estimate: float | None, ci: list[float] | None, scale: float = 100) -> str:
     if estimate is None:
         return "–"
-    return f"{100 * estimate:.1f}" + (f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci else "")
+    return f"{scale * estimate:.1f}" + (f" [{scale * ci[0]:.1f}, {scale * ci[1]:.1f}]" if ci else "")
 
 
 def _delta(test: dict | None) -> str:
@@ -35,7 +35,9 @@ def markdown(results: dict) -> str:
              f"bootstrap interval, the two-sided p-value of a paired permutation test over units and its "
              f"Holm-adjusted value (family: every test of that metric in this report). "
              f"Groups by share of the scenario's training instances: head ≥ {results['groups_rule']['head']:.0%}, "
-             f"tail < {results['groups_rule']['tail']:.0%}. The sample size is the number of units, not of "
+             f"tail < {results['groups_rule']['tail']:.0%}. The label-collapse line: predicted_labels = distinct labels "
+             f"predicted (top-1), prediction_entropy = their entropy in bits (0: one label for every instance). "
+             f"The sample size is the number of units, not of "
              f"instances.", ""]
     for scope, stats in results["scopes"].items():
         lines += [f"## {scope} ({stats['n']} instances, {stats['units']} units)", "",
@@ -43,7 +45,7 @@ def markdown(results: dict) -> str:
                   "|---" * (len(cols) + 3) + "|"]
         kinds = set()
         for name, s in stats["strategies"].items():
-            cells = [_cell(s["estimate"][c], s["ci"][c]) for c in cols]
+            cells = [_cell(s["estimate"][c], s["ci"][c], 1 if c in COUNTS else 100) for c in cols]
             tests = [s.get("vs_none", {}).get(metric) for metric in ("macro_f1", "tail_recall")]
             kinds.update(t["test"] for t in tests if t and t.get("test"))
             lines.append(f"| {name} | " + " | ".join(cells + [_delta(t) for t in tests]) + " |")

@@ -21,6 +21,7 @@ from ..data.config import DataConfig
 from ..inference import BACKENDS
 from ..inference.options import ApiOptions, EngineOptions, check_api, reasons
 from ..scoring.bertscore import BertScoreConfig
+from ..scoring.calibration import CALIBRATIONS
 from ..scoring.judge import VP_SCALES, JudgeConfig
 from ..scoring.metrics import JUDGE_ON_FAILURE
 from ..settings import ConfigError, as_list, compose, dotlist, find_yaml, meaning, read_yaml
@@ -84,6 +85,13 @@ class EvalConfig(ApiOptions, EngineOptions):
     constrained: bool = field(default=True, metadata=meaning(
         "structured outputs where the backend has them (vllm; json mode for openai)"))
     rank_score: str = field(default="sum", metadata=meaning("sum = log P(answer and end of turn); mean = per token"))
+    calibration: str = field(default="none", metadata=meaning(
+        "protocol=rank: none | contextual (divide by the answer probabilities without the dialogue; Zhao et al. "
+        "2021) | pmi (minus the log-lik after the task question alone; Holtzman et al. 2021) | prior (minus "
+        "tau x log of the training fold's class prior; a trained run). Any but none keeps every method's scores, "
+        "so report --calibration re-ranks the result without the model"))
+    calibration_tau: Optional[float] = field(default=None, metadata=meaning(
+        "calibration=prior: tau; null: chosen on the run's validation fold by balanced accuracy", low=0))
     progress: bool = field(default=True, metadata=meaning("progress bars"))
     allow_empty_answers: bool = field(default=False, metadata=meaning(
         "score a run even when most server answers were empty (they count as failures, reason empty)"))
@@ -212,6 +220,13 @@ def validate(cfg: EvalConfig) -> None:
     if cfg.data.split == "leave_one_unit_out":
         raise ValueError("data.split=leave_one_unit_out is for baselines; eval takes none, kfold or holdout")
     choose("rank_score", cfg.rank_score, ("sum", "mean"))
+    choose("calibration", cfg.calibration, CALIBRATIONS)
+    if cfg.calibration != "none" and cfg.protocol != "rank":
+        raise ValueError(f"calibration={cfg.calibration} re-ranks candidates' log-likelihoods: it needs protocol=rank "
+                         f"(protocol={cfg.protocol} generates answers, which have no scores to calibrate)")
+    if cfg.calibration_tau is not None and cfg.calibration != "prior":
+        raise ValueError(f"calibration_tau={cfg.calibration_tau} weighs the class prior of calibration=prior; "
+                         f"calibration={cfg.calibration} has no tau")
     choose("judge.backend", cfg.judge.backend, ("none", *BACKENDS))
     choose("judge.vp_scale", cfg.judge.vp_scale, VP_SCALES)
     choose("judge.on_failure", cfg.judge.on_failure, JUDGE_ON_FAILURE)

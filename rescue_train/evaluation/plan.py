@@ -93,11 +93,13 @@ class Variant:
     cfg: EvalConfig | None = None
     folds: list[int] | None = None  # the test folds asked (several for a base beside adapters of several folds)
     training_data: dict[str, Any] | None = None  # what of its own training data it is scored on (allowed)
+    calibration: dict[str, Any] | None = None  # how its rank scores were calibrated (evaluation.calibrate)
 
 
 def default_output(cfg: EvalConfig, spec: ModelSpec) -> Path:
-    """runs/eval/<model>[+<adapter>...]/<protocol>: a second model or adapter does not land in the same folder."""
-    return Path("runs/eval", "+".join([model_name(spec.model), *spec.adapters]), cfg.protocol)
+    """runs/eval/<model>[+<adapter>...]/<protocol>[-<calibration>]: a second model or adapter does not land in the same folder."""
+    protocol = cfg.protocol if cfg.calibration == "none" else f"{cfg.protocol}-{cfg.calibration}"
+    return Path("runs/eval", "+".join([model_name(spec.model), *spec.adapters]), protocol)
 
 
 def variants(cfg: EvalConfig, spec: ModelSpec) -> list[Variant]:

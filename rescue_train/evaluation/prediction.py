@@ -73,6 +73,12 @@ class Predicted:
     backend_info: dict
 
 
+def keep_scores(cfg: EvalConfig):
+    """A calibrated run's records keep the candidates' scores without the dialogue, ranked raw: the
+    calibration re-ranks them once every prediction is in (``evaluation.calibrate``)."""
+    return (lambda record: record) if cfg.calibration != "none" else None
+
+
 def predict_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalData,
                     backend: LazyBackend) -> Predicted:
     identity = prediction_identity(cfg, spec, variant, data)
@@ -92,7 +98,8 @@ def predict_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: Ev
         for part in chunks(todo, chunk):
             predict(backend.get(), part, protocol=cfg.protocol, mode=cfg.data.mode,
                     answer_format=cfg.data.answer_format, adapter=variant.adapter, max_tokens=budget_override(cfg),
-                    constrained=cfg.constrained, rank_score=cfg.rank_score, on_records=keep)
+                    constrained=cfg.constrained, rank_score=cfg.rank_score, on_records=keep,
+                    calibrate=keep_scores(cfg))
     return Predicted(identity, folder, done, backend.describe(folder.path))
 
 

@@ -34,7 +34,7 @@ from ..scoring.metrics import RECORD_FIELDS
 from ..scoring.uncertainty import BOOTSTRAP_DRAWS, BOOTSTRAP_SEED, FEW_CLUSTERS
 from .paired import ALPHA, POWER, compare_results, delta_tables, power_rows, power_table
 from .plots import forest_plots, models_plot, plot
-from .tables import failures, further_tasks, name_of, table5, table11, tell_apart
+from .tables import failures, further_tasks, name_of, table5, table11, tail_table, tell_apart
 
 # What the tables read from an evaluation's results.json (its records, when it has them, are checked too).
 RESULTS_FIELDS = {"table5": dict, "aggregates": dict}
@@ -127,6 +127,12 @@ def render(results: Sequence[dict[str, Any]], with_paper: bool = True, compariso
         "## Table 5 layout (couple and family pooled)", notes, errors,
         table5(results, with_paper), "## Table 11 layout (per scenario)", table11(results, with_paper),
         *(["## Tasks beyond the paper", further] if further else []),
+        *(["## Rare labels and label collapse (couple and family pooled)",
+           "Beside accuracy: macro-F1, balanced accuracy (mean recall of the gold labels) and few rec. (the mean "
+           "recall of the rare labels: the rarest gold labels holding together at most a third of the instances, "
+           "listed last), in percent ± the half-width of the 95% cluster bootstrap interval; then the label-collapse "
+           "line: how many distinct labels the model predicted (top-1) of those in the gold, and the entropy of "
+           "its predicted labels in bits (0: the same label for every instance).", tail] if (tail := tail_table(results)) else []),
         "## Parse failures (counted as wrong answers)", failures(results)]
     if comparisons:
         sections += ["## Paired comparisons",

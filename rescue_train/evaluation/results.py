@@ -38,10 +38,15 @@ def scored(tasks: list[str], records: list[dict], judge_on_failure: str) -> dict
     }
 
 
+def label(name: str, calibration: str) -> str:
+    """A results row's label: the model's, and the calibration that ranked it when there is one."""
+    return name if calibration == "none" else f"{name} [{calibration}]"
+
+
 def write_results(cfg, spec, variant, data, backend_info, identity, folder, records) -> dict:
     results = {
         "format": RESULTS_FORMAT,
-        "label": variant.name if variant.adapter else model_name(spec.model),
+        "label": label(variant.name if variant.adapter else model_name(spec.model), cfg.calibration),
         "output_dir": str(folder.path),
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "config": to_dict(cfg),
@@ -61,6 +66,7 @@ def write_results(cfg, spec, variant, data, backend_info, identity, folder, reco
         "seed": cfg.seed,
         "data": {"source": data.source, "fingerprint": data.fingerprint, "notes": data.notes},
         "split": data.split,
+        **({"calibration": variant.calibration} if variant.calibration else {}),
         **scored(cfg.tasks, records, cfg.judge.on_failure),
         "records": records,
     }

@@ -23,7 +23,10 @@ RUN_FILES = ("run.json",)  # what marks a run folder made before output folders 
 
 
 def prediction_identity(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalData) -> dict[str, Any]:
-    config = {k: v for k, v in to_dict(cfg).items() if k not in (*RUNTIME_KEYS, "limit", "judge", "bertscore")}
+    config = {k: v for k, v in to_dict(cfg).items()
+              if k not in (*RUNTIME_KEYS, "limit", "judge", "bertscore", "calibration", "calibration_tau")}
+    if cfg.calibration != "none":  # the candidates' scores without the dialogue are kept; any method re-ranks them
+        config["calibration_scores"] = True
     adapter_path = spec.adapters.get(variant.adapter) if variant.adapter else None
     return {"config": config, "model": spec.model, "tokenizer": spec.tokenizer, "adapter": adapter_path,
             "adapter_weights": weights_digest(adapter_path) if adapter_path and Path(adapter_path).is_dir() else None,

@@ -25,7 +25,10 @@ from ..provenance import config_hash
 from .config import EvalConfig, to_dict
 from .models import problems_before_work, resolve_model
 from .plan import Benchmark, EvalData, Variant, check_training_data, variants
+from .calibrate import calibrate
+from .calibrate import check as check_calibration
 from .prediction import LazyBackend, check_empty_answers, predict_sharded, predict_variant
+from .protocols import predict
 from .run_folder import RUN_FILES
 from .scorers import make_scorers, score_variant
 
@@ -48,6 +51,7 @@ def run(cfg: EvalConfig, *, backend=None, judge_backend=None) -> list[dict]:
     for variant in variants(cfg, spec):
         data = benchmark.select(variant.cfg.data, variant.folds)
         variant.training_data = check_training_data(variant.cfg, variant, data)
+        check_calibration(variant.cfg, variant)
         planned.append((variant, data))
     with ExitStack() as held:  # one writer per run folder
         chosen = [variant for variant, _ in planned]
@@ -65,6 +69,15 @@ def run(cfg: EvalConfig, *, backend=None, judge_backend=None) -> list[dict]:
                     for same, data in _same_instances(planned):
                         predict_sharded(same[0].cfg, spec, same, data)
                 predicted = [(v, d, predict_variant(v.cfg, spec, v, d, lazy)) for v, d in planned]
+                for variant, data, done in predicted:
+                    ids = [i.id for task in cfg.tasks for i in data.instances[task]]
+                    records = [done.records[i] for i in ids]
+                    variant.calibration = calibrate(variant.cfg, records, variant, benchmark.built,
+                                                    lambda asked, v=variant: predict(
+                                                        lazy.get(), asked, protocol="rank", mode=v.cfg.data.mode,
+                                                        adapter=v.adapter, rank_score=v.cfg.rank_score,
+                                                        answer_format=v.cfg.data.answer_format))
+                    done.records.update(zip(ids, records))
             finally:
                 lazy.close()  # every prediction is made: free the device before a local judge model or engine starts
             for variant, data, done in predicted:

@@ -193,3 +193,34 @@ def failures(results: Sequence[dict[str, Any]]) -> str:
                       for k in ("n", "parse_failures", "truncated", "refused", "judged", "judge_failures")]
             lines.append(f"| {name_of(r)} | {task} | " + " | ".join(map(str, counts)) + " |")
     return "\n".join(lines)
+
+
+TAIL_COLUMNS = (("accuracy", "acc.", 100), ("macro_f1", "macro-F1", 100), ("balanced_accuracy", "bal. acc.", 100),
+                ("few_recall", "few rec.", 100))
+
+
+def tail_table(results: Sequence[dict[str, Any]], scope: str = "both") -> str:
+    """Per closed-set task and result: accuracy, macro-F1, balanced accuracy and the rare classes' recall (each
+    ± the half-width of its 95% interval), and the label-collapse line: the labels predicted of those in the gold,
+    and the entropy of the predicted labels in bits (0: one label for every instance)."""
+    lines = ["| Model | Task | n | " + " | ".join(h for _, h, _ in TAIL_COLUMNS) + " | labels predicted / gold | "
+             "entropy (bits) | few classes |", "|---|---|---:|" + "---:|" * len(TAIL_COLUMNS) + "---:|---:|---|"]
+    for r in results:
+        errors = uncertainty_of(r)
+        for task, scopes in r["aggregates"].items():
+            agg = scopes.get(scope)
+            if not agg or not TASKS[task].closed_set:
+                continue
+
+            def shown(metric: str, scale: float = 1.0, digits: int = 1) -> str:
+                value = agg.get(metric)
+                if value is None:
+                    return "–"
+                entry = errors.get(task, {}).get(scope, {}).get(metric) or {}
+                half = f" ± {(entry['ci'][1] - entry['ci'][0]) / 2 * scale:.{digits}f}" if entry.get("ci") else ""
+                return f"{value * scale:.{digits}f}{half}"
+            lines.append(f"| {name_of(r)} | {task} | {agg.get('n')} | " +
+                         " | ".join(shown(m, s) for m, _, s in TAIL_COLUMNS) +
+                         f" | {agg.get('predicted_labels', 0):.0f} / {agg.get('gold_labels')} | "
+                         f"{shown('prediction_entropy', 1.0, 2)} | {', '.join(agg.get('few_classes') or [])} |")
+    return "\n".join(lines) if len(lines) > 2 else ""

@@ -25,7 +25,8 @@ from .uncertainty import (BOOTSTRAP_DRAWS, BOOTSTRAP_SEED, Bootstrap, cluster_bo
                           clustered_mean, no_interval, stream_seed)
 
 # Numbers of an aggregate that count things rather than measure them: no interval.
-COUNTS = ("n", "parse_failures", "truncated", "refused", "empty", "judged", "judge_failures", "tp", "fp", "fn", "tn")
+COUNTS = ("n", "parse_failures", "truncated", "refused", "empty", "judged", "judge_failures", "tp", "fp", "fn", "tn",
+          "gold_labels")
 NO_UNIT = "the records carry no unit (cluster): results written before units were recorded"
 
 

@@ -7,7 +7,7 @@ from typing import Sequence
 
 from ..data.config import ANSWER_FORMATS, MODES, BuildOptions
 from ..data.schema import Sample
-from .context import build_messages
+from .context import build_messages, without_dialogue
 from .er import EmotionRecognition
 from .itp import InterventionTiming
 from .rpp import RelationPattern
@@ -52,6 +52,13 @@ def render(inst: Instance, mode: str = "dialogue", fmt: str = "label") -> list[d
     return build_messages(inst, TASKS[inst.task].instruction(inst, fmt), mode)
 
 
+def render_without_dialogue(inst: Instance, filler: str | None, fmt: str = "label") -> list[dict[str, str]]:
+    """:func:`render` with the dialogue replaced by ``filler`` (a content-free input), or with no context at
+    all (``None``: the task question alone); what calibrated ranking scores the candidates against."""
+    return without_dialogue(inst, TASKS[inst.task].instruction(inst, fmt), filler)
+
+
 __all__ = ["ANSWER_FORMATS", "CLOSED_SET_TASKS", "METRICS", "MODES", "TASKS", "BuildOptions", "BuildResult",
            "Instance", "JudgeCheck", "Parsed", "ReportColumn", "Rubric", "Task", "build", "get_task", "render",
+           "render_without_dialogue",
            "report_columns"]

@@ -103,3 +103,16 @@ def build_messages(inst: Instance, instruction: str, mode: str) -> list[dict[str
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": render_context(inst, mode) + "\n\n" + instruction},
     ]
+
+
+def without_dialogue(inst: Instance, instruction: str, filler: str | None) -> list[dict[str, str]]:
+    """The messages of ``inst`` with no dialogue content: its setting and participants, the conversation given
+    as ``filler`` (a content-free input: ``"N/A"``, or ``""`` for no rows at all) and the same instruction; or,
+    with ``filler`` None, the instruction alone (a domain premise: the task question and its candidates)."""
+    if filler is None:
+        user = instruction
+    else:
+        setting = _context_parts(inst._replace(context=range(0), current=None), "dialogue", "")[0]
+        rows = f"Conversation so far:\n{filler}" if filler else "Conversation so far: (no earlier rows shown)"
+        user = f"{setting}\n\n{rows}\n\n{instruction}"
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]

@@ -84,3 +84,27 @@ def test_classifier_run_is_evaluated_on_its_own_texts_and_test_fold(tmp_path):
     assert prompts and set(prompts) == set(texts) == predicted
     for key, prompt in prompts.items():
         assert prompt[-1]["content"] == texts[key], key
+
+
+@pytest.mark.slow
+def test_prior_calibration_of_a_trained_run(lora_run, tmp_path):
+    """calibration=prior: the class prior of the run's training fold, tau chosen on its validation fold (ranked
+    once more); a fixed calibration_tau asks no validation instance."""
+    from rescue_train.evaluation.calibrate import training_prior
+    from rescue_train.evaluation.plan import Benchmark
+    from rescue_train.evaluation.trained import read_run
+
+    args = [f"run={lora_run}", "tasks=[ssp]", "protocol=rank", "calibration=prior", "limit=2", "progress=false",
+            "bertscore=none"]
+    (chosen,) = run(load_config([*args, f"output_dir={tmp_path / 'chosen'}"]))
+    about = chosen["calibration"]
+    assert chosen["label"].endswith("[prior]") and about["training_run"] == str(lora_run.resolve())
+    cfg = load_config(args)
+    assert about["prior"] == training_prior(read_run(lora_run), Benchmark(cfg).built)
+    choice = about["tau_choice"]["ssp"]
+    assert about["tau"] == {"ssp": choice["tau"]} and len(about["validation"]) == choice["validation_instances"] == 2
+    best = max(choice["validation_balanced_accuracy"].values())
+    assert choice["validation_balanced_accuracy"][str(choice["tau"])] == best
+    (fixed,) = run(load_config([*args, "calibration_tau=1.0", f"output_dir={tmp_path / 'fixed'}"]))
+    assert fixed["calibration"]["tau"] == 1.0 and "validation" not in fixed["calibration"]
+    assert all(r["calibration"] == "prior" for r in fixed["records"])

@@ -165,3 +165,18 @@ def test_two_data_parallel_engines_predict_what_one_engine_predicts(engine, tiny
     assert rerun[0]["records"] == two[0]["records"] and not list(base.glob(".shards-*"))
     assert log.stat().st_mtime_ns == stamp  # nothing was left to predict: no engine started
     assert json.loads((base / "backend.json").read_text())["data_parallel"] == 2
+
+
+def test_calibrated_ranking_through_vllm_equals_hf(engine, hf, tiny, tmp_path):
+    """calibration=contextual keeps the candidates' scores without the dialogue; vLLM's equal hf's, and so do
+    the calibrated rankings (SSP's ten labels and ITP's two, two instances each)."""
+    args = [f"model={tiny}", "protocol=rank", "calibration=contextual", "tasks=[ssp,itp]", "limit=2",
+            "bertscore=none", "progress=false"]
+    (ours,) = run(load_config([*args, "backend=vllm", f"output_dir={tmp_path / 'vllm'}"]), backend=engine)
+    (theirs,) = run(load_config([*args, f"output_dir={tmp_path / 'hf'}"]), backend=hf)
+    assert ours["label"].endswith("[contextual]") and ours["calibration"] == {"method": "contextual"}
+    for a, b in zip(ours["records"], theirs["records"]):
+        assert a["calibration"] == "contextual" and a["prediction"] == b["prediction"]
+        for free_a, free_b in zip([*a["loglik_content_free"], a["loglik_premise"]],
+                                  [*b["loglik_content_free"], b["loglik_premise"]]):
+            assert max(abs(free_a[c] - free_b[c]) for c in free_a) < 1e-3
