@@ -43,6 +43,12 @@ def load(inputs: list[str], overrides: list[str]):
     return load_config(overrides)
 
 
+def reranks(config, strategy: str) -> bool:
+    from ..compare.lora import reranks as lora_reranks
+
+    return config.learner == "lora" and lora_reranks(strategy)
+
+
 def run(config) -> None:
     from ..compare.merge import MergeConfig, merge
     from ..compare.runner import compare
@@ -56,10 +62,13 @@ def run(config) -> None:
         if config.dry_run:
             estimate = results["dry_run"]
             left = estimate["seconds_left"]
-            print(f"{estimate['runs']} runs ({len(config.strategies)} strategies x folds x {len(config.seeds)} "
+            trained = sum(not reranks(config, s) for s in config.strategies)
+            print(f"{estimate['runs']} runs ({trained} strategies x folds x {len(config.seeds)} "
                   f"seeds): {estimate['finished']} finished, {estimate['to_run']} to run"
                   + ("" if left is None else f"; about {estimate['seconds_per_run']:.0f} s per run (mean of the "
-                     f"finished runs), so about {left / 3600:.2f} h left"))
+                     f"finished runs), so about {left / 3600:.2f} h left")
+                  + (f"; {estimate['reranked']} post-hoc variants re-rank the plain runs' saved scores (no "
+                     "training)" if estimate["reranked"] else ""))
             return
     print((out / "results.md").read_text())
     print(f"wrote {out}/results.json, results.md" + "".join(f", {p}" for p in results.get("plots", [])))
