@@ -16,8 +16,8 @@ from rescue_train.compare.lora import balance_overrides, rank_command, training_
 from rescue_train.settings import shipped
 
 CPU_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "accelerate" / "cpu.yaml"
-LLM_STRATEGIES = ["none", "inverse_freq", "sqrt_sampling", "balanced_sampling", "sqrt_weights",
-                  "sqrt_sampling_sqrt_weights", "candidate_ce", "logit_adjusted", "balanced_softmax", "posthoc_la"]
+LLM_STRATEGIES = ["none", "inverse_freq", "logit_adjusted", "balanced_softmax", "candidate_ce", "posthoc_la",
+                  "sqrt_sampling", "balanced_sampling", "sqrt_weights", "sqrt_sampling_sqrt_weights"]
 
 
 def test_lora_recipe_gives_llm_strategies_and_training_overrides_for_every_run():

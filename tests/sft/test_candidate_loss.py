@@ -147,3 +147,57 @@ def test_training_scores_the_candidates_as_rank_evaluation_does(tmp_path):
     worst = max(abs(s.logprob - z) for row, zs in zip(ranked, trained) for s, z in zip(row, zs))
     assert worst < 1e-4, worst
     assert max(abs(a - b) for zs in trained for a, b in zip(zs, [0.0] * len(zs))) > 1.0  # real scores, not zeros
+
+
+@pytest.fixture(scope="module")
+def itp_pair():
+    """Two ITP instances of the bundled data, one answered yes and one no: a training set with distinct labels."""
+    import datasets
+
+    from rescue_train.convert import sft_row
+    from rescue_train.data import load_samples
+    from rescue_train.evaluation.protocols import rank_request
+    from rescue_train.tasks import BuildOptions, build
+
+    instances = build("itp", load_samples("bundled")[:4], BuildOptions(context=1)).instances
+    pair = [next(i for i in instances if i.gold == gold) for gold in ("yes", "no")]
+    rows = [sft_row(inst, "dialogue", "label") for inst in pair]
+    columns = candidate_columns([i.task for i in pair], [i.scenario for i in pair], [i.to_record() for i in pair],
+                                "label")
+    dataset = datasets.Dataset.from_dict({"prompt": [r["prompt"] for r in rows],
+                                          "completion": [r["completion"] for r in rows],
+                                          "chat_template_kwargs": [r["chat_template_kwargs"] for r in rows],
+                                          **columns})
+    return pair, dataset, [rank_request(inst, "dialogue", "label") for inst in pair]
+
+
+@pytest.mark.parametrize("candidate_loss", [None, CandidateLoss("balanced_softmax", 1.0, 1.0)],
+                         ids=["token-loss", "candidate-loss"])
+def test_lora_overfits_a_few_instances_until_rank_scoring_gets_each_right(itp_pair, candidate_loss, tmp_path):
+    """The chain check: LoRA on the tiny model, trained through trl's path (template, loss mask, label
+    tokenisation) on a few instances, then ranked by the evaluator's hf backend with the saved adapter: every
+    instance's gold ranks first. Any disagreement between what training renders and what ranking scores fails it."""
+    from rescue_train.inference.hf import HFBackend
+    from rescue_train.sft.config import LoraSettings
+    from rescue_train.sft.models import lora_config
+    from rescue_train.sft.trainer import RescueSFTTrainer
+    from rescue_train.tiny import tiny_model_path
+    from sft_helpers import sft_args, tiny_model
+
+    pair, dataset, requests = itp_pair
+    trainer = RescueSFTTrainer(
+        model=tiny_model(), train_dataset=dataset, processing_class=tiny_tokenizer(),
+        args=sft_args(tmp_path / "train", max_steps=STEPS, learning_rate=1e-2, lr_scheduler_type="constant",
+                      per_device_train_batch_size=len(pair)),
+        peft_config=lora_config(LoraSettings(dropout=0.0)), candidate_loss=candidate_loss)
+    trainer.train()
+    trainer.model.save_pretrained(tmp_path / "adapter")
+    backend = HFBackend(str(tiny_model_path()), adapters={"run": str(tmp_path / "adapter")}, dtype="float32",
+                        device="cpu")
+    ranked = backend.loglikelihood(requests, adapter="run")
+    best = [inst.candidates[max(range(len(scores)), key=lambda k: scores[k].logprob)]
+            for inst, scores in zip(pair, ranked)]
+    assert best == [inst.gold for inst in pair]
+
+
+STEPS = 20
