@@ -11,6 +11,8 @@ from sft_helpers import make_trainer, tiny_tokenizer
 
 from rescue_train.sft.candidates import CandidateLoss, candidate_columns, candidate_set_loss
 
+STEPS = 30  # the overfit check's training steps (learning rate 3e-3, two instances)
+
 # z = (ln 1, ln 2, ln 3): softmax (1/6, 2/6, 3/6); the gold is the first candidate; training counts (3, 2, 1),
 # so pi = (1/2, 1/3, 1/6).
 Z = [0.0, math.log(2), math.log(3)]
@@ -187,7 +189,7 @@ def test_lora_overfits_a_few_instances_until_rank_scoring_gets_each_right(itp_pa
     pair, dataset, requests = itp_pair
     trainer = RescueSFTTrainer(
         model=tiny_model(), train_dataset=dataset, processing_class=tiny_tokenizer(),
-        args=sft_args(tmp_path / "train", max_steps=STEPS, learning_rate=1e-2, lr_scheduler_type="constant",
+        args=sft_args(tmp_path / "train", max_steps=STEPS, learning_rate=3e-3, lr_scheduler_type="constant",
                       per_device_train_batch_size=len(pair)),
         peft_config=lora_config(LoraSettings(dropout=0.0)), candidate_loss=candidate_loss)
     trainer.train()
@@ -199,5 +201,3 @@ def test_lora_overfits_a_few_instances_until_rank_scoring_gets_each_right(itp_pa
             for inst, scores in zip(pair, ranked)]
     assert best == [inst.gold for inst in pair]
 
-
-STEPS = 20
