@@ -13,7 +13,7 @@ from typing import Any, Iterable, List, Optional
 
 from threadpoolctl import threadpool_limits
 
-from rescue_train.data.config import DataConfig
+from rescue_train.tasks import DataConfig
 from rescue_train.data.load import load_benchmark
 from rescue_train.data.splits import LeakageError, SplitManifest, make_manifest
 from rescue_train.provenance import config_hash, git_commit, versions

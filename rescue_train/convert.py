@@ -6,7 +6,8 @@
   instance with id, task, sample_id, unit, scenario, row_index, gold, plus its fold and split);
 * ``sft/`` – a ``datasets.DatasetDict`` of conversational ``prompt`` (system, user) and ``completion``
   (the assistant answer) rows, with the ``chat_template_kwargs`` they are rendered with;
-* ``cls/`` (ITP, RPP, STP, SSP) – text, label, label_id, label_names for sequence classifiers;
+* ``cls/`` (ITP, RPP, STP, SSP) – query, conversation and text (``render_for_classifier``), label, label_id,
+  label_names for sequence classifiers;
 * ``gen/`` (ER, VP) – prompt messages and the gold answer for generation;
 
 plus ``OUT/split_manifest.json`` (written once, then reused) and ``OUT/convert_meta.json`` (options,
@@ -27,16 +28,15 @@ from typing import Any, List, Optional
 
 from .chat import TEMPLATE_KWARGS
 from .data import load_benchmark
-from .data.config import DataConfig
-from .data.splits import SplitManifest, assign_units, check_leakage, load_or_make_manifest
+from .data.splits import SplitManifest, assign_units, load_or_make_manifest
+from .tasks import DataConfig
 from .folders import check_owner, complete_or_absent
 from .io import write_json_atomic
 from .provenance import versions
 from .settings import meaning
-from .tasks import TASKS, Instance, build, get_task, render
+from .tasks import TASKS, Instance, build, get_task, render, render_for_classifier
 
 SPLIT_ORDER = ("train", "validation", "test")
-KEEPS = ("convert_meta.json", "split_manifest.json")  # what marks a folder convert made before folder markers
 
 
 @dataclass
@@ -53,14 +53,8 @@ def manifest_for(samples, data: DataConfig, out: Path) -> SplitManifest:
     against the samples), else the one already there or a new one."""
     if data.split == "leave_one_unit_out":
         raise ValueError("data.split=leave_one_unit_out is for baselines; convert writes kfold, holdout or none")
-    target = out / "split_manifest.json"
-    if data.manifest and Path(data.manifest).resolve() != target.resolve():
-        manifest = SplitManifest.load(data.manifest)
-        check_leakage(samples, manifest)
-        out.mkdir(parents=True, exist_ok=True)
-        manifest.save(target)
-        return manifest
-    return load_or_make_manifest(samples, target, data.split, data.folds, data.split_seed)
+    return load_or_make_manifest(samples, out / "split_manifest.json", data.split, data.folds, data.split_seed,
+                                 data.manifest)
 
 
 def sft_row(inst: Instance, mode: str, fmt: str) -> dict[str, Any]:
@@ -72,9 +66,9 @@ def sft_row(inst: Instance, mode: str, fmt: str) -> dict[str, Any]:
 
 
 def cls_row(inst: Instance, mode: str) -> dict[str, Any]:
-    """Classification input: the rendered context and question (the label list is in ``label_names``)."""
-    user = render(inst, mode, "label")[1]["content"]
-    return {"text": user, "label": inst.gold, "label_id": inst.candidates.index(inst.gold),
+    """Classification input: the classifier's rendering of the question and context (the label list is in
+    ``label_names``)."""
+    return {**render_for_classifier(inst, mode), "label": inst.gold, "label_id": inst.candidates.index(inst.gold),
             "label_names": list(inst.candidates)}
 
 
@@ -104,12 +98,12 @@ def convert(config: ConvertConfig) -> dict[str, Any]:
         raise ValueError(f"tasks: unknown task {unknown[0]!r}; expected some of {', '.join(TASKS)}")
     out = Path(config.output_dir)
     if out.exists():  # the folder is replaced as a whole at the end: never take over one that holds something else
-        check_owner(out, "convert", KEEPS)
+        check_owner(out, "convert")
     bench = load_benchmark(data.source)
     kept_manifest = out / "split_manifest.json"
     if kept_manifest.exists() and not data.manifest:  # checked in place first, so a mismatch names the user's file
         load_or_make_manifest(bench.samples, kept_manifest, data.split, data.folds, data.split_seed)
-    with complete_or_absent(config.output_dir, "convert", KEEPS) as out:
+    with complete_or_absent(config.output_dir, "convert") as out:
         return _write(config, bench, out)
 
 

@@ -20,7 +20,6 @@ import json
 import os
 import queue
 import re
-import shutil
 import socket
 import subprocess
 import sys
@@ -29,50 +28,15 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
-from .settings import ConfigError, meaning
+from .devices import THREAD_VARIABLES, Slot, local_slots, usable_cpus
+from .jobs import ExecutorSettings, check
 
-KINDS = ("local", "slurm")
 ENV = "RESCUE_TRAIN_EXECUTOR"  # {"kind": ...}, set for every child; executor_info() reads it
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 TAIL_LINES = 12  # lines of a failed step's log shown in the report
 QUEUED_STATES = ("PENDING", "CONFIGURING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SUSPENDED")
 GONE_GRACE_S = 60.0  # a SLURM job that left the queue gets this long for its result file to appear
-
-
-@dataclass
-class SlurmSettings:
-    """The sbatch options of every job (``launch.executor=slurm``); null leaves an option to the cluster."""
-
-    partition: Optional[str] = field(default=None, metadata=meaning("partition (null: the cluster's default)"))
-    gpus_per_node: Optional[int] = field(default=None, metadata=meaning(
-        "GPUs each job asks for (null: launch.gpus_per_run, else none)", low=0))
-    cpus_per_task: Optional[int] = field(default=None, metadata=meaning(
-        "CPUs each job asks for (null: the cluster's default); the job's threads follow it", low=1))
-    mem_gb: Optional[float] = field(default=None, metadata=meaning("memory of each job (null: the cluster's)", above=0))
-    timeout_min: int = field(default=240, metadata=meaning(
-        "time limit of each job; a timed-out job is requeued (3 times at most) and resumes from its checkpoint",
-        low=1))
-    account: Optional[str] = field(default=None, metadata=meaning("account to charge"))
-    qos: Optional[str] = field(default=None, metadata=meaning("quality of service"))
-    constraint: Optional[str] = field(default=None, metadata=meaning("node features, e.g. a100"))
-    additional_parameters: Dict[str, Any] = field(default_factory=dict, metadata=meaning(
-        "any other sbatch option, e.g. {exclude: node7, mail-type: END}"))
-
-
-@dataclass
-class ExecutorSettings:
-    """How runs are executed; a command puts these keys in its ``launch`` section."""
-
-    executor: str = field(default="local", metadata=meaning(
-        "local: processes on this machine; slurm: one SLURM job per run (submitit)"))
-    parallel: Optional[int] = field(default=None, metadata=meaning(
-        "runs at a time (null: 1 locally; on SLURM as many as the scheduler starts)", low=1))
-    gpus_per_run: Optional[int] = field(default=None, metadata=meaning(
-        "GPUs each run gets through CUDA_VISIBLE_DEVICES (null: 1 where there are GPUs, 0 on a CPU machine)",
-        low=0))
-    slurm: SlurmSettings = field(default_factory=SlurmSettings)
 
 
 @dataclass
@@ -167,109 +131,6 @@ def _failure(job: Job, result: dict[str, Any]) -> str:
             f"with exit status {result['exit']}; the end of {step.log}:\n{log_tail(Path(step.log))}")
 
 
-# ------------------------------------------------------------------------------------------ resources
-
-def visible_gpus() -> list[str]:
-    """The GPUs this process may hand out: ``CUDA_VISIBLE_DEVICES`` when set, else those ``nvidia-smi`` lists."""
-    given = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if given is not None:
-        return [g.strip() for g in given.split(",") if g.strip()]
-    if shutil.which("nvidia-smi") is None:
-        return []
-    try:
-        listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    return [str(i) for i, line in enumerate(line for line in listed.splitlines() if line.startswith("GPU"))]
-
-
-def usable_cpus() -> list[int]:
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return list(range(os.cpu_count() or 1))
-
-
-@dataclass
-class Slot:
-    """Where one local run executes: its GPUs and the CPUs whose number sets its threads."""
-
-    gpus: tuple[str, ...]
-    cpus: tuple[int, ...]
-
-    def env(self, ranks: int = 1) -> dict[str, str]:
-        """The child's environment for this slot (``ranks``: vLLM CPU workers that split the slot's CPUs)."""
-        threads = str(max(1, len(self.cpus)))
-        env = {name: threads for name in THREAD_VARIABLES}
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(self.gpus)
-        if not self.gpus:  # vLLM's CPU build binds its threads to cores itself: give it this slot's
-            ranks = max(1, min(ranks, len(self.cpus)))
-            size = len(self.cpus) // ranks
-            env["VLLM_CPU_OMP_THREADS_BIND"] = "|".join(
-                ",".join(map(str, self.cpus[r * size:(r + 1) * size])) for r in range(ranks))
-        return env
-
-
-def local_slots(parallel: int, gpus_per_run: int | None) -> list[Slot]:
-    """``parallel`` slots: each ``gpus_per_run`` GPUs of those visible (none on a CPU machine) and an equal share
-    of the CPUs. Too few GPUs is an error naming what was asked and what is there."""
-    gpus = visible_gpus()
-    per_run = (1 if gpus else 0) if gpus_per_run is None else gpus_per_run
-    if parallel < 1 or per_run < 0:
-        raise ConfigError(f"launch.parallel must be >= 1 and launch.gpus_per_run >= 0, got {parallel}, {per_run}")
-    if parallel * per_run > len(gpus):
-        seen = os.environ.get("CUDA_VISIBLE_DEVICES")
-        where = f"CUDA_VISIBLE_DEVICES={seen}" if seen is not None else "nvidia-smi"
-        raise ConfigError(f"launch.parallel={parallel} x launch.gpus_per_run={per_run} needs {parallel * per_run} "
-                          f"GPUs; {len(gpus)} visible ({where}). Lower launch.parallel, or set "
-                          f"launch.gpus_per_run=0 to run on the CPU")
-    cpus = usable_cpus()
-    share = max(1, len(cpus) // parallel)
-    return [Slot(tuple(gpus[i * per_run:(i + 1) * per_run]),
-                 tuple(cpus[(i * share) % len(cpus):][:share]) or tuple(cpus[:share])) for i in range(parallel)]
-
-
-# ------------------------------------------------------------------------------------------ checks
-
-def problems(settings: ExecutorSettings) -> list[str]:
-    """What would stop these settings before any run starts (each one line): an unknown executor, too few GPUs, no
-    ``sbatch``, an unknown partition."""
-    found = []
-    if settings.executor not in KINDS:
-        return [f"launch.executor must be one of {', '.join(KINDS)}, got {settings.executor!r}"]
-    if settings.parallel is not None and settings.parallel < 1:
-        found.append(f"launch.parallel must be at least 1, got {settings.parallel}")
-    if settings.gpus_per_run is not None and settings.gpus_per_run < 0:
-        found.append(f"launch.gpus_per_run must be at least 0, got {settings.gpus_per_run}")
-    if found:
-        return found
-    if settings.executor == "local":
-        try:
-            local_slots(settings.parallel or 1, settings.gpus_per_run)
-        except ConfigError as exc:
-            found.append(str(exc))
-        return found
-    if shutil.which("sbatch") is None:
-        return ["launch.executor=slurm needs SLURM's sbatch, and none is on PATH: run on the cluster's login node, "
-                "or use launch.executor=local"]
-    partition = settings.slurm.partition
-    if partition:
-        try:
-            listed = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True, timeout=60).stdout
-        except (OSError, subprocess.SubprocessError) as exc:
-            return [f"launch.executor=slurm: sinfo does not answer ({exc}); is the cluster up?"]
-        names = sorted(set(listed.split()))
-        if names and partition not in names:
-            found.append(f"launch.slurm.partition={partition}: no such partition (sinfo lists {', '.join(names)})")
-    return found
-
-
-def check(settings: ExecutorSettings) -> None:
-    found = problems(settings)
-    if found:
-        raise ConfigError("; ".join(found))
-
-
 # ------------------------------------------------------------------------------------------ progress
 
 class Progress:
@@ -320,7 +181,7 @@ def run_jobs(jobs: Sequence[Job], settings: ExecutorSettings, folder: Path, *, t
       run_dir)``). ``Job.done`` is the done-marker of the whole job, asked here before anything starts (e.g.
       ``record_path.exists``): a done job is not run again and its outcome is ``skipped``.
     - ``settings``: an :class:`ExecutorSettings` (a command's ``launch`` section: ``executor``, ``parallel``,
-      ``gpus_per_run``, ``slurm.*``). They are checked (:func:`problems`) before any job starts: a
+      ``gpus_per_run``, ``slurm.*``). They are checked (:func:`rescue_train.jobs.problems`) before any job starts: a
       :class:`~rescue_train.settings.ConfigError` names what is wrong.
     - ``folder``: where the executor keeps its own files: ``folder/slurm/<name with / as __, a space as _>/`` holds a SLURM
       job's script, submitit's logs and its ``job_id`` (so a second call waits for a job still queued instead of

@@ -31,7 +31,7 @@ import shutil
 import socket
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator
 
 from .io import read_json, write_json_atomic
 
@@ -145,10 +145,9 @@ def folder_lock(folder: Path, command: str, lock: Path | None = None) -> Iterato
             lock.unlink(missing_ok=True)
 
 
-def check_owner(folder: Path, command: str, adopt: Sequence[str]) -> bool:
+def check_owner(folder: Path, command: str) -> bool:
     """Whether ``folder`` (which exists) is ``command``'s own, or empty (True: the marker must be written);
-    refuses another command's folder and a non-empty folder without a marker. ``adopt``: files that mark a
-    folder the command made before markers existed."""
+    refuses another command's folder and a non-empty folder without a marker (one that 0.1 made, too)."""
     if not folder.is_dir():
         raise ValueError(f"{folder}: exists and is not a folder; choose another output_dir")
     marker = folder / MARKER
@@ -159,7 +158,7 @@ def check_owner(folder: Path, command: str, adopt: Sequence[str]) -> bool:
                              f"`rescue-train {command}`")
         return False
     held = sorted(p.name for p in folder.iterdir() if p.name != LOCK)
-    if held and not any((folder / name).exists() for name in adopt):
+    if held:
         shown = ", ".join(held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
         raise ValueError(f"{folder}: not empty and not made by `rescue-train {command}` (it holds {shown}); choose "
                          f"a new or empty folder for output_dir")
@@ -170,26 +169,26 @@ def _write_marker(folder: Path, command: str) -> None:
     write_json_atomic(folder / MARKER, {"format": FOLDER_FORMAT, "command": command})
 
 
-def own_folder(folder: str | Path, command: str, adopt: Sequence[str] = ()) -> Path:
+def own_folder(folder: str | Path, command: str) -> Path:
     """Create ``folder`` for ``command`` (or check that it is its own, or empty) and mark it, without a lock
     (for subfolders of a locked folder)."""
     folder = Path(os.path.abspath(folder))
-    if not folder.exists() or check_owner(folder, command, adopt):
+    if not folder.exists() or check_owner(folder, command):
         folder.mkdir(parents=True, exist_ok=True)
         _write_marker(folder, command)
     return folder
 
 
 @contextmanager
-def output_folder(folder: str | Path, command: str, adopt: Sequence[str] = ()) -> Iterator[Path]:
-    """``folder`` claimed for ``command`` while the block runs: created and marked, or checked to be its own
-    (``adopt``: files that mark one made before markers existed), and locked against other writers."""
+def output_folder(folder: str | Path, command: str) -> Iterator[Path]:
+    """``folder`` claimed for ``command`` while the block runs: created and marked, or checked to be its own,
+    and locked against other writers."""
     folder = Path(os.path.abspath(folder))
     if folder.exists():
-        check_owner(folder, command, adopt)  # before anything is written into it
+        check_owner(folder, command)  # before anything is written into it
     folder.mkdir(parents=True, exist_ok=True)
     with folder_lock(folder, command):
-        own_folder(folder, command, adopt)
+        own_folder(folder, command)
         yield folder
 
 
@@ -212,11 +211,11 @@ def _link_or_copy(source: str, target: str) -> None:
 
 
 @contextmanager
-def complete_or_absent(final: str | Path, command: str, adopt: Sequence[str] = ()) -> Iterator[Path]:
+def complete_or_absent(final: str | Path, command: str) -> Iterator[Path]:
     """Yield a temporary folder to fill; on success it replaces ``final`` by renames. ``final`` must be
-    ``command``'s own (see :func:`output_folder`; ``adopt``: files of one made before markers existed)."""
+    ``command``'s own (see :func:`output_folder`)."""
     final = Path(os.path.abspath(final))  # "." or "out/" have a name to put a sibling beside
-    fresh = not final.exists() or check_owner(final, command, adopt)
+    fresh = not final.exists() or check_owner(final, command)
     final.parent.mkdir(parents=True, exist_ok=True)
     with folder_lock(final, command, final.with_name(f".{final.name}.lock")):
         remove_abandoned(final)

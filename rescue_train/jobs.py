@@ -1,8 +1,9 @@
 """How the runs an experiment launches are started: the ``launch.*`` keys that ``compare`` and ``cv`` share and the
 command line of every training run they start.
 
-:class:`LaunchSettings` is the executor's :class:`~rescue_train.executor.ExecutorSettings` (``launch.executor``,
-``launch.parallel``, ``launch.gpus_per_run``, ``launch.slurm.*``: where each run executes) plus how a training run
+:class:`ExecutorSettings` says where each run executes (``launch.executor``, ``launch.parallel``,
+``launch.gpus_per_run``, ``launch.slurm.*``; :func:`problems` says what would stop them before any run starts);
+:class:`LaunchSettings` is those keys plus how a training run
 is started (``launch.config_file``, ``launch.args``) and whether its checkpoints are kept. Every training run is
 the ordinary training path under ``accelerate launch`` (:func:`training_command`, one function for compare and cv,
 so both start their runs the same way); every evaluation the ordinary ``rescue-train eval``
@@ -14,13 +15,90 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
-from .executor import ExecutorSettings
-from .settings import find_yaml, meaning
+from .devices import local_slots
+from .settings import ConfigError, find_yaml, meaning
+
+KINDS = ("local", "slurm")
+
+
+@dataclass
+class SlurmSettings:
+    """The sbatch options of every job (``launch.executor=slurm``); null leaves an option to the cluster."""
+
+    partition: Optional[str] = field(default=None, metadata=meaning("partition (null: the cluster's default)"))
+    gpus_per_node: Optional[int] = field(default=None, metadata=meaning(
+        "GPUs each job asks for (null: launch.gpus_per_run, else none)", low=0))
+    cpus_per_task: Optional[int] = field(default=None, metadata=meaning(
+        "CPUs each job asks for (null: the cluster's default); the job's threads follow it", low=1))
+    mem_gb: Optional[float] = field(default=None, metadata=meaning("memory of each job (null: the cluster's)", above=0))
+    timeout_min: int = field(default=240, metadata=meaning(
+        "time limit of each job; a timed-out job is requeued (3 times at most) and resumes from its checkpoint",
+        low=1))
+    account: Optional[str] = field(default=None, metadata=meaning("account to charge"))
+    qos: Optional[str] = field(default=None, metadata=meaning("quality of service"))
+    constraint: Optional[str] = field(default=None, metadata=meaning("node features, e.g. a100"))
+    additional_parameters: Dict[str, Any] = field(default_factory=dict, metadata=meaning(
+        "any other sbatch option, e.g. {exclude: node7, mail-type: END}"))
+
+
+@dataclass
+class ExecutorSettings:
+    """How runs are executed; a command puts these keys in its ``launch`` section."""
+
+    executor: str = field(default="local", metadata=meaning(
+        "local: processes on this machine; slurm: one SLURM job per run (submitit)"))
+    parallel: Optional[int] = field(default=None, metadata=meaning(
+        "runs at a time (null: 1 locally; on SLURM as many as the scheduler starts)", low=1))
+    gpus_per_run: Optional[int] = field(default=None, metadata=meaning(
+        "GPUs each run gets through CUDA_VISIBLE_DEVICES (null: 1 where there are GPUs, 0 on a CPU machine)",
+        low=0))
+    slurm: SlurmSettings = field(default_factory=SlurmSettings)
+
+
+def problems(settings: ExecutorSettings) -> list[str]:
+    """What would stop these settings before any run starts (each one line): an unknown executor, too few GPUs, no
+    ``sbatch``, an unknown partition."""
+    found = []
+    if settings.executor not in KINDS:
+        return [f"launch.executor must be one of {', '.join(KINDS)}, got {settings.executor!r}"]
+    if settings.parallel is not None and settings.parallel < 1:
+        found.append(f"launch.parallel must be at least 1, got {settings.parallel}")
+    if settings.gpus_per_run is not None and settings.gpus_per_run < 0:
+        found.append(f"launch.gpus_per_run must be at least 0, got {settings.gpus_per_run}")
+    if found:
+        return found
+    if settings.executor == "local":
+        try:
+            local_slots(settings.parallel or 1, settings.gpus_per_run)
+        except ConfigError as exc:
+            found.append(str(exc))
+        return found
+    if shutil.which("sbatch") is None:
+        return ["launch.executor=slurm needs SLURM's sbatch, and none is on PATH: run on the cluster's login node, "
+                "or use launch.executor=local"]
+    partition = settings.slurm.partition
+    if partition:
+        try:
+            listed = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True, timeout=60).stdout
+        except (OSError, subprocess.SubprocessError) as exc:
+            return [f"launch.executor=slurm: sinfo does not answer ({exc}); is the cluster up?"]
+        names = sorted(set(listed.split()))
+        if names and partition not in names:
+            found.append(f"launch.slurm.partition={partition}: no such partition (sinfo lists {', '.join(names)})")
+    return found
+
+
+def check(settings: ExecutorSettings) -> None:
+    found = problems(settings)
+    if found:
+        raise ConfigError("; ".join(found))
 
 
 @dataclass

@@ -49,18 +49,39 @@ class Range:
 
 
 def meaning(help_text: str, *, low: float | None = None, high: float | None = None, above: float | None = None,
-            below: float | None = None, also: Sequence[float] = (), **extra: Any) -> dict[str, Any]:
+            below: float | None = None, also: Sequence[float] = (), choices: Any = None,
+            **extra: Any) -> dict[str, Any]:
     """Field metadata: ``field(default=..., metadata=meaning("one line", low=1))``. A numeric key says its range
-    (``low``/``high`` inclusive, ``above``/``below`` exclusive, ``also``: values beyond them that mean something);
-    ``load`` checks it before any work and ``--help`` shows it."""
+    (``low``/``high`` inclusive, ``above``/``below`` exclusive, ``also``: values beyond them that mean something),
+    a key of a few values its ``choices`` (any container: a registry's dict stays current); ``load`` checks both
+    before any work and ``--help`` shows the range."""
     if (low, high, above, below) != (None,) * 4:
         extra["range"] = Range(low, high, above, below, tuple(also))
+    if choices is not None:
+        extra["choices"] = choices
     return {"help": help_text, **extra}
 
 
+def refusal(key: str, value: Any, metadata: Mapping[str, Any]) -> str | None:
+    """Why ``value`` is not a value of ``key`` (None when it is): outside its ``choices`` (with the nearest one)
+    or its range (a list key's range applies to each element)."""
+    choices = metadata.get("choices")
+    if choices is not None and value is not None and value not in choices:
+        close = difflib.get_close_matches(str(value), [str(c) for c in choices], n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        return f"{key}: expected one of {', '.join(map(str, choices))}, got {value!r}{hint}"
+    bounds = metadata.get("range")
+    if bounds is None or value is None:
+        return None
+    for item in value if isinstance(value, (list, tuple)) else [value]:
+        if isinstance(item, (int, float)) and not isinstance(item, bool) and not bounds.admits(item):
+            return f"{key}={value}: expected {bounds}"
+    return None
+
+
 def check_ranges(schema: type, tree: Mapping[str, Any], prefix: str = "") -> None:
-    """Every numeric key of ``tree`` (a schema's values, nested sections included) within its range, before the
-    schema's own checks run; a list key's range applies to each element."""
+    """Every key of ``tree`` (a schema's values, nested sections included) within its choices and range, before
+    the schema's own checks run."""
     hints = _hints(schema)
     for f in dataclasses.fields(schema):
         value = tree.get(f.name)
@@ -69,12 +90,42 @@ def check_ranges(schema: type, tree: Mapping[str, Any], prefix: str = "") -> Non
             if isinstance(value, Mapping):
                 check_ranges(kind, value, f"{prefix}{f.name}.")
             continue
-        bounds = f.metadata.get("range")
-        if bounds is None or value is None:
+        problem = refusal(prefix + f.name, value, f.metadata)
+        if problem:
+            raise ConfigError(problem)
+
+
+def check_values(instance: Any, prefix: str = "") -> None:
+    """The same checks on a dataclass instance's own fields (one built in code, not read by ``load``)."""
+    for f in dataclasses.fields(instance):
+        problem = refusal(prefix + f.name, getattr(instance, f.name), f.metadata)
+        if problem:
+            raise ConfigError(problem)
+
+
+def identity(config: Any, *, exact: bool = True) -> dict[str, Any]:
+    """What decides a run's result, as ``dataclasses.asdict`` gives it: every field but those declared
+    ``hashed=False`` (how fast or where it runs, where it writes), nested sections likewise. ``hashed="exact"``
+    marks a key that changes only the floating-point numerics of local inference (device, engine layout): part of
+    the identity unless ``exact=False`` (a judge's cached verdicts are reused across them). Its
+    ``provenance.config_hash`` is the config's identity hash."""
+    import copy
+
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(config):
+        hashed = f.metadata.get("hashed", True)
+        if hashed is False or (hashed == "exact" and not exact):
             continue
-        for item in value if isinstance(value, (list, tuple)) else [value]:
-            if isinstance(item, (int, float)) and not isinstance(item, bool) and not bounds.admits(item):
-                raise ConfigError(f"{prefix}{f.name}={value}: expected {bounds}")
+        value = getattr(config, f.name)
+        out[f.name] = identity(value, exact=exact) if dataclasses.is_dataclass(value) and not isinstance(value, type) \
+            else copy.deepcopy(value)
+    return out
+
+
+def unhashed(schema: type) -> set[str]:
+    """The top-level keys of ``schema`` declared ``hashed=False``, its sections aside."""
+    return {f.name for f in dataclasses.fields(schema) if f.metadata.get("hashed", True) is False
+            and not dataclasses.is_dataclass(_unwrap(_hints(schema)[f.name]))}
 
 
 # ------------------------------------------------------------------------------------------ schema walking
@@ -140,17 +191,6 @@ def flatten(tree: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
             out.update(flatten(value, f"{prefix}{key}."))
         else:
             out[f"{prefix}{key}"] = value
-    return out
-
-
-def unflatten(flat: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in flat.items():
-        *parents, last = key.split(".")
-        node = out
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[last] = value
     return out
 
 

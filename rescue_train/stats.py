@@ -9,7 +9,7 @@ from typing import Any, Sequence
 
 from . import paper
 from .data import Sample, load_benchmark
-from .data.config import BuildOptions, DataConfig
+from .tasks import BuildOptions, DataConfig
 from .data.splits import assign_units
 from .provenance import versions
 from .settings import meaning

@@ -28,8 +28,7 @@ def cache_root() -> Path:
 def _corpus() -> list[str]:
     """Text the tokenizer learns from: every prompt and answer the bundled data renders, plus the labels."""
     from .data import BUNDLED, load_samples, taxonomy
-    from .data.config import BuildOptions
-    from .tasks import TASKS, build, render
+    from .tasks import TASKS, BuildOptions, build, render
 
     texts = []
     samples = load_samples(BUNDLED)

@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from rescue_train.data import load_samples
-from rescue_train.data.config import BuildOptions, DataConfig
+from rescue_train.tasks import BuildOptions, DataConfig
 from rescue_train.data.splits import assign_units
 from synthetic import scaled_benchmark, write_jsonl  # scripts/synthetic.py, beside this script
 from rescue_train.stats import StatsConfig, stats_report

@@ -51,7 +51,7 @@ def main() -> None:
     from rescue_train.export.lm_eval import documents
     from rescue_train.inference import BackendSpec, EngineOptions, make_backend
     from rescue_train.inference.base import ChatEncoder
-    from rescue_train.sft.models import model_folder
+    from rescue_train.inference.presets import model_folder
     from rescue_train.tasks import CLOSED_SET_TASKS, build
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

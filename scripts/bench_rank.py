@@ -73,7 +73,7 @@ def main() -> None:
     from rescue_train.data import load_samples
     from rescue_train.evaluation.protocols import rank_request
     from rescue_train.inference import BackendSpec, EngineOptions, make_backend
-    from rescue_train.sft.models import model_folder
+    from rescue_train.inference.presets import model_folder
     from rescue_train.tasks import CLOSED_SET_TASKS, build
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

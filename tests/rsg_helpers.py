@@ -10,7 +10,7 @@ import pytest
 from evaluation_helpers import FakeOpenAIServer
 
 from rescue_train.data import load_samples
-from rescue_train.data.config import BuildOptions
+from rescue_train.tasks import BuildOptions
 from rescue_train.tasks import build
 
 CANDIDATE = 'Candidate next therapist turn: "'

@@ -45,7 +45,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-FIRST = ["README.md", "docs/training.md", "docs/evaluation.md", "docs/classifiers.md", "docs/compare.md",
+FIRST = ["README.md", "docs/data.md", "docs/training.md", "docs/evaluation.md", "docs/classifiers.md", "docs/compare.md",
          "docs/baselines.md", "docs/audit.md"]  # later docs build on the runs of earlier ones
 LINKED = ("train.py", "evaluate.py", "recipes", "configs", "scripts")  # what the docs' commands name in the checkout
 COMMAND_TIMEOUT = 1200
@@ -124,10 +124,12 @@ SKIPS = [  # (pattern, reason): commands that cannot run in a CPU test
 
 
 # A benchmark's smallest run (later flags win): the docs' commands must run, their figures are the benchmarks' own
-# (bench_sft's default is already the tiny model's few steps).
 BENCH_BUDGETS = {
+    "bench_sft.py": ["--tasks", "ssp", "--steps", "1", "--instances", "8", "--batch-size", "2"],
     "bench_convert.py": ["--sizes", "191", "--repeat", "1", "--long-mb"],
     "bench_eval.py": ["--limit", "2", "--repeats", "1"],
+    "bench_intervals.py": ["--simulations", "10", "--bootstrap-simulations", "1", "--draws", "100", "--clusters", "10",
+                           "--iccs", "0.2"],
     "bench_peers.py": ["--model", "tiny", "--per-task", "1", "--repeats", "1"],
     "bench_rank.py": ["--model", "tiny", "--per-task", "1", "--repeats", "1"],
 }
@@ -261,7 +263,7 @@ class CpuForm:
     def last_fold(text: str) -> int:
         """The last test fold of the command's split: LoRA comparisons and cross-validations run that one (fold 0 of
         the bundled data holds its family unit, 380 of 705 instances, fold 4 of five 67)."""
-        from rescue_train.data.config import DataConfig
+        from rescue_train.tasks import DataConfig
 
         folds = re.search(r"(^|\s)data\.folds=(\d+)\b", text)
         return (int(folds.group(2)) if folds else DataConfig().folds) - 1

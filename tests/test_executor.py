@@ -12,18 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from rescue_train.executor import (
-    ENV,
-    ExecutorSettings,
-    Job,
-    SlurmSettings,
-    Step,
-    executor_info,
-    local_slots,
-    problems,
-    run_jobs,
-    usable_cpus,
-)
+from rescue_train.devices import local_slots, usable_cpus
+from rescue_train.executor import ENV, Job, Step, executor_info, run_jobs
+from rescue_train.jobs import ExecutorSettings, SlurmSettings, problems
 from rescue_train.settings import ConfigError
 
 # A step that writes what it was given (its environment's executor keys) to a JSON file.

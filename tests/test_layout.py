@@ -65,7 +65,7 @@ def part(module: str) -> str:
 
 
 def test_resolves_relative_and_function_level_imports():
-    assert {"rescue_train.tiny", "rescue_train.devices"} <= GRAPH["rescue_train.sft.models"]
+    assert {"rescue_train.tiny", "rescue_train.settings"} <= GRAPH["rescue_train.inference.presets"]
     assert "rescue_train.scoring.judge" in GRAPH["rescue_train.evaluation.scorers"]
 
 

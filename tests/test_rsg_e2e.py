@@ -17,7 +17,7 @@ from sft_helpers import ROOT
 
 from rescue_train.cli import main as rescue_train
 from rescue_train.data import load_samples
-from rescue_train.data.config import BuildOptions
+from rescue_train.tasks import BuildOptions
 from rescue_train.evaluation.report import render
 from rescue_train.tasks import build
 

@@ -12,7 +12,7 @@ import pytest
 
 from rescue_train.cli import main as rescue_train
 from rescue_train.cli.base import ArgumentReader, Command
-from rescue_train.data.config import DataConfig
+from rescue_train.tasks import DataConfig
 from rescue_train.evaluation.config import load_config
 from rescue_train.settings import ConfigError, describe, find_yaml, meaning
 from rescue_train.sft.config import load_config as load_training

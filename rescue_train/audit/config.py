@@ -3,15 +3,18 @@ refused with a suggestion, ``--help`` and ``--cfg`` come from the schema), valid
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
 from ..inference import BACKENDS
-from ..inference.options import ApiOptions, EngineOptions, check_api, reasons
+from ..inference.factory import reasons
+from ..inference.options import ApiOptions, EngineOptions, check_api
 from ..scoring.judge import JUDGE_MAX_NEW_TOKENS
-from ..settings import meaning
+from ..settings import identity, meaning
 from .criteria import CRITERIA, EXPLORATORY_KEYS, GATE_KEY, IF_KEYS, OS_KEY
 from .split import MODES as SPLITTERS
+
+REFERENCE_ROWS = ("all", "matched")
 
 CRITERIA_SETS = ("auto", "relate")
 BOOTSTRAP_SEED = 20260913  # the RELATE analysis seed
@@ -28,48 +31,45 @@ class AuditData:
 class AuditConfig(ApiOptions, EngineOptions):
     # The judge: any backend, as for eval; the API keys (base_url, token_param, structured, reasoning...) and
     # the local-engine keys (dtype, device, max_model_len...) are eval's own classes.
-    backend: str = field(default="hf", metadata=meaning("hf | vllm | openai"))
+    backend: str = field(default="hf", metadata=meaning(" | ".join(BACKENDS), choices=BACKENDS))
     model: Optional[str] = field(default=None, metadata=meaning(
-        "a local path, a hub name, 'tiny', or the served/API model name"))
+        "a preset of configs/model (tiny, smollm2, ...), a local folder, a hub id, or the served/API model name"))
     tokenizer: Optional[str] = field(default=None, metadata=meaning("default: the model's"))
-    batch_size: int = field(default=8, metadata=meaning("prompts per generation batch (hf)", low=1))
+    batch_size: int = field(default=8, metadata=meaning("prompts per generation batch (hf)", low=1, hashed=False))
     max_new_tokens: Optional[int] = field(default=None, metadata=meaning(
         "default 256, 4096 when the judge reasons (as eval's judge)", low=1))
     constrained: bool = field(default=True, metadata=meaning(
         "JSON-schema outputs where the backend has them (vllm; openai: see structured)"))
     # What is audited.
     inputs: List[str] = field(default_factory=list, metadata=meaning(
-        "what to audit: eval results folders of rsg, .jsonl files of dialogues, or reference (the real turns)"))
-    splitter: str = field(default="default", metadata=meaning("default | relate"))
+        "what to audit: eval results folders of rsg, .jsonl files of dialogues, or reference (the real turns)",
+        hashed=False))
+    splitter: str = field(default="default", metadata=meaning("default | relate", hashed=False, choices=SPLITTERS))
     criteria: Any = field(default="auto", metadata=meaning(
         "auto: RELATE's five, our referent gate, and our exploratory pair on multi-party turns; relate: the five, "
-        "as published; or a list of keys"))
+        "as published; or a list of keys", hashed=False))
     context: int = field(default=-1, metadata=meaning(
-        "rows/messages of prior dialogue shown to the judge: -1 all (as RELATE), k the last k", low=-1))
-    data: AuditData = field(default_factory=AuditData)
+        "rows/messages of prior dialogue shown to the judge: -1 all (as RELATE), k the last k", low=-1, hashed=False))
+    data: AuditData = field(default_factory=AuditData, metadata={"hashed": False})
     reference_rows: str = field(default="all", metadata=meaning(
-        "all therapist turns, or matched: only the rows the audited models answered"))
-    limit: Optional[int] = field(default=None, metadata=meaning("at most this many turns per INPUT", low=1))
+        "all therapist turns, or matched: only the rows the audited models answered",
+        hashed=False, choices=REFERENCE_ROWS))
+    limit: Optional[int] = field(default=None, metadata=meaning(
+        "at most this many turns per INPUT", low=1, hashed=False))
     # Statistics and output.
     bootstrap: int = field(default=10000, metadata=meaning(
         "bootstrap resamples of split units (couples, families; a dialogue file's dialogues) for the CIs and "
-        "comparisons", low=100))
-    seed: int = field(default=BOOTSTRAP_SEED, metadata=meaning("seed of the bootstrap", low=0))
-    output_dir: str = field(default="runs/audit", metadata=meaning("labels, results, report and plots"))
+        "comparisons", low=100, hashed=False))
+    seed: int = field(default=BOOTSTRAP_SEED, metadata=meaning("seed of the bootstrap", low=0, hashed=False))
+    output_dir: str = field(default="runs/audit", metadata=meaning("labels, results, report and plots", hashed=False))
     overwrite: bool = field(default=False, metadata=meaning(
-        "start over when the output holds labels of another judge configuration"))
-    chunk: int = field(default=256, metadata=meaning("requests per resumable step", low=1))
-    plots: bool = field(default=True, metadata=meaning("write rates.png, composition.png, trajectories.png"))
-    progress: bool = field(default=True, metadata=meaning("progress bars"))
+        "start over when the output holds labels of another judge configuration", hashed=False))
+    chunk: int = field(default=256, metadata=meaning("requests per resumable step", low=1, hashed=False))
+    plots: bool = field(default=True, metadata=meaning(
+        "write rates.png, composition.png, trajectories.png", hashed=False))
+    progress: bool = field(default=True, metadata=meaning("progress bars", hashed=False))
     dry_run: bool = field(default=False, metadata=meaning(
-        "count sentences and requests, estimate tokens, send nothing (also --dry-run)"))
-
-
-# Keys that change how fast the judge runs, not what it answers: left out of the cache identity.
-RUNTIME_KEYS = ("inputs", "concurrency", "max_retries", "timeout", "token_param", "batch_size", "gpu_memory_utilization",
-                "tensor_parallel_size", "chunk", "progress", "output_dir", "overwrite", "dry_run", "plots", "limit",
-                "bootstrap", "seed", "splitter", "criteria", "context", "data", "reference_rows", "device",
-                "engine_args")
+        "count sentences and requests, estimate tokens, send nothing (also --dry-run)", hashed=False))
 
 
 def load_config(overrides: list[str], inputs: list[str] = ()) -> AuditConfig:
@@ -100,9 +100,6 @@ def validate(cfg: AuditConfig) -> None:
     from ..settings import as_list
 
     check_api(cfg)
-    for key, allowed in (("backend", BACKENDS), ("splitter", SPLITTERS), ("reference_rows", ("all", "matched"))):
-        if getattr(cfg, key) not in allowed:
-            raise ValueError(f"{key} must be one of {', '.join(allowed)}, got {getattr(cfg, key)!r}")
     if not cfg.model and not cfg.dry_run:
         raise ValueError("model= names the judge (a local path, a hub name, 'tiny', or the served model's name)")
     if not (isinstance(cfg.criteria, str) and cfg.criteria in CRITERIA_SETS):
@@ -118,9 +115,9 @@ def answer_budget(cfg: AuditConfig) -> int:
 
 
 def judge_identity(cfg: AuditConfig) -> dict[str, Any]:
-    """What decides a judge answer besides the prompt: labels cached under another identity are not reused."""
-    kept = {k: v for k, v in asdict(cfg).items() if k not in RUNTIME_KEYS}
-    return {**kept, "max_new_tokens": answer_budget(cfg)}
+    """What decides a judge answer besides the prompt: labels cached under another identity are not reused. What
+    the audit reads and reports (inputs, criteria, bootstrap...) and the engine's numerics are not part of it."""
+    return {**identity(cfg, exact=False), "max_new_tokens": answer_budget(cfg)}
 
 
 def make_judge(cfg: AuditConfig):

@@ -35,7 +35,6 @@ BOOTSTRAP_UNIT = ("split unit: the couple or family of benchmark turns (referenc
                   "dialogue file")
 CHARS_PER_TOKEN = 4  # rough English average, for the dry-run estimate only
 LABEL_FIELDS = {"key": str, "criterion": str, "label": str}  # what a labels.jsonl line must hold to be reused
-AUDIT_FILES = ("run.json", "labels.jsonl")  # what marks an audit folder made before folder markers
 
 
 @dataclass
@@ -214,15 +213,15 @@ def run(inputs: list[str], cfg: AuditConfig, *, backend=None,
                 **estimate(requests, store, answer_budget(cfg))}
     if backend is None:  # the judge this run will start: checked before anything is written
         from ..inference import ApiOptions
-        from ..inference.factory import backend_problems
+        from ..inference.factory import backend_class, backend_problems
         from ..inference.options import pick
 
         found = backend_problems(cfg.backend, pick(ApiOptions, cfg))
         if found:
             raise ValueError("; ".join(found))
-        if cfg.backend != "openai":  # a typo leaves no folder behind
+        if not backend_class(cfg.backend).remote:  # a typo leaves no folder behind
             check_model(cfg.model, "model")
-    with output_folder(folder, "audit", AUDIT_FILES):  # the labels are read once no other audit writes them
+    with output_folder(folder, "audit"):  # the labels are read once no other audit writes them
         results = _audit(LabelStore(folder, identity_hash, cfg.overwrite), loaded, sentences, requests, cfg, backend)
         if on_results is not None:
             on_results(results)

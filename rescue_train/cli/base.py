@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..data.schema import DataError
+from ..data.fields import DataError
 from ..data.splits import LeakageError
 from ..inference import BackendError
 from ..settings import ConfigError, describe, keys, section_type, to_yaml, type_name

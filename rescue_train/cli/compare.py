@@ -49,6 +49,10 @@ def reranks(config, strategy: str) -> bool:
     return config.learner == "lora" and lora_reranks(strategy)
 
 
+def counted(n: int, noun: str, plural: str = "") -> str:
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def run(config) -> None:
     from ..compare.merge import MergeConfig, merge
     from ..compare.runner import compare
@@ -63,8 +67,9 @@ def run(config) -> None:
             estimate = results["dry_run"]
             left = estimate["seconds_left"]
             trained = sum(not reranks(config, s) for s in config.strategies)
-            print(f"{estimate['runs']} runs ({trained} strategies x folds x {len(config.seeds)} "
-                  f"seeds): {estimate['finished']} finished, {estimate['to_run']} to run"
+            print(f"{estimate['runs']} runs ({counted(trained, 'strategy', 'strategies')} x "
+                  f"{counted(estimate['folds'], 'fold')} x {counted(len(config.seeds), 'seed')}): "
+                  f"{estimate['finished']} finished, {estimate['to_run']} to run"
                   + ("" if left is None else f"; about {estimate['seconds_per_run']:.0f} s per run (mean of the "
                      f"finished runs), so about {left / 3600:.2f} h left")
                   + (f"; {estimate['reranked']} post-hoc variants re-rank the plain runs' saved scores (no "

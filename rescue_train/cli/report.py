@@ -18,7 +18,7 @@ RESULTS are results.json files or folders holding them at any depth (`rescue-tra
 NAME=PATH names the rows of PATH. Folders of unfinished evaluations are skipped with a note. Prints the Table 5
 and Table 11 layouts with the paper's ten LLM rows beside ours (our cells with their 95% intervals, each row's
 n and split), and every result compared with the first (or --against) on the instances both scored. With
---output-dir DIR it writes DIR/report.md, comparisons.json and the plots (DIR/models.png compares every model
+--output-dir DIR it writes DIR/report.md, comparisons.json and the plots (DIR/plots/models.png compares every model
 per column) instead, and prints where; read DIR/report.md. --calibration none,contextual,pmi re-ranks each rank-protocol result under each method, one
 row each, without running the model."""
 
@@ -72,7 +72,7 @@ def run(config: ReportConfig) -> None:
     out = Path(config.output_dir)
     plots = write(report, found.results, out, config.plots)
     print(f"wrote {out / 'report.md'} ({len(found.results)} results) and {len(plots)} plots "
-          f"({out / 'models.png'} compares the models)" if plots else f"wrote {out / 'report.md'}")
+          f"in {out / 'plots'}, linked from report.md" if plots else f"wrote {out / 'report.md'}")
 
 
 COMMAND = Command("report", USAGE, load, run, schema=ReportConfig, inputs=True, labelled_inputs=True)

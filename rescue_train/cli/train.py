@@ -4,6 +4,7 @@ a LoRA recipe fine-tunes a chat model (rescue_train.sft), a classifier recipe tr
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -76,6 +77,13 @@ def load(inputs: list[str], overrides: list[str]):
     return cfg
 
 
+def say_fold_notes(run_dir: Path) -> None:
+    """What the run's fold held, where a scenario had no training or no test data (``data.splits.fold_notes``)."""
+    provenance = json.loads((Path(run_dir) / "provenance.json").read_text())
+    for note in provenance.get("fold_notes") or provenance.get("data", {}).get("fold_notes", []):
+        print(f"note: {note}")
+
+
 def run(cfg) -> None:
     from ..sft.config import LoraRunConfig
 
@@ -83,7 +91,9 @@ def run(cfg) -> None:
         from ..classifiers.classify_run import summary_lines, train
 
         run_dir, metrics = train(cfg)
-        print("\n".join(summary_lines(cfg.task, metrics)))
+        predictions = [json.loads(line) for line in (run_dir / "predictions.jsonl").read_text().splitlines()]
+        print("\n".join(summary_lines(cfg.task, metrics, predictions)))
+        say_fold_notes(run_dir)
         print(f"run folder: {run_dir} (model, config.yaml, provenance.json, predictions.jsonl, metrics.json, "
               f"README.md); beside the baselines: rescue-train baselines {cfg.data.source} "
               f"--test-fold {cfg.data.test_fold} --predictions {cfg.strategy}={run_dir}")
@@ -98,6 +108,7 @@ def run(cfg) -> None:
         return
     run_dir = train_lora(cfg)
     if main_process:
+        say_fold_notes(run_dir)
         print(f"adapter: {run_dir / 'adapter'}; run folder {run_dir} (config.yaml, provenance.json, README.md, logs/)")
         print(f"evaluate it on its test fold: rescue-train eval run={run_dir}")
 

@@ -18,8 +18,10 @@ from ..classifiers import balance  # noqa: F401  (registers the classifiers as l
 from ..classifiers.classifier import BalanceSettings, TorchSettings
 from ..classifiers.classify_run import DataSettings, check_task, read_config
 from ..classifiers.sklearn_path import SklearnSettings
+from ..inference.base import RANK_SCORES
+from ..inference.factory import BACKENDS, backend_class
 from ..jobs import LaunchSettings, shaping_settings
-from ..settings import meaning
+from ..settings import identity, meaning
 
 LEARNERS = ("sklearn", "torch", "lora")
 
@@ -41,9 +43,10 @@ class EvalSettings:
 class RankSettings:
     """How each LoRA run's test fold is evaluated (``rescue-train eval run=RUN protocol=rank``)."""
 
-    backend: str = field(default="hf", metadata=meaning("hf | vllm"))
+    backend: str = field(default="hf", metadata=meaning(" | ".join(n for n, b in BACKENDS.items() if b.can_rank)))
     batch_size: int = field(default=8, metadata=meaning("prompts per scoring batch (hf)", low=1))
-    rank_score: str = field(default="sum", metadata=meaning("sum = log P(answer and end of turn); mean = per token"))
+    rank_score: str = field(default="sum", metadata=meaning(
+        "sum = log P(answer and end of turn); mean = per token", choices=RANK_SCORES))
     args: List[str] = field(default_factory=list, metadata=meaning(
         "more `rescue-train eval` settings, e.g. [max_model_len=8192]"))
 
@@ -51,35 +54,35 @@ class RankSettings:
 @dataclass
 class CompareConfig:
     kind: str = field(default="classifier", metadata=meaning(
-        "the recipe's kind: classifier, or lora (fine-tuned LLMs: every run is `accelerate launch ... train`)"))
-    recipe: str = field(default="", metadata=meaning("a shipped recipe name or a YAML path (recipe=...)"))
+        "the recipe's kind: classifier, or lora (fine-tuned LLMs: every run is `accelerate launch ... train`)",
+        hashed=False))
+    recipe: str = field(default="", metadata=meaning("a shipped recipe name or a YAML path (recipe=...)", hashed=False))
     task: str = field(default="rpp", metadata=meaning("itp | rpp | stp | ssp"))
     learner: str = field(default="sklearn", metadata=meaning("sklearn | torch | lora (set by a LoRA recipe)"))
     strategies: Any = field(default="all", metadata=meaning(
-        "a list of names, or \"all\" (every strategy the learner supports)"))
-    seeds: List[int] = field(default_factory=lambda: [0], metadata=meaning("training seeds", low=0))
+        "a list of names, or \"all\" (every strategy the learner supports)", hashed=False))
+    seeds: List[int] = field(default_factory=lambda: [0], metadata=meaning("training seeds", low=0, hashed=False))
     test_folds: Optional[List[int]] = field(default=None, metadata=meaning(
-        "test folds to run; null: every fold", low=0))
-    output_dir: Optional[str] = field(default=None, metadata=meaning("default runs/compare/<recipe>-<learner>"))
-    plots: bool = field(default=True, metadata=meaning("write the PNG plots"))
+        "test folds to run; null: every fold", low=0, hashed=False))
+    output_dir: Optional[str] = field(default=None, metadata=meaning(
+        "default runs/compare/<recipe>-<learner>", hashed=False))
+    plots: bool = field(default=True, metadata=meaning("write the PNG plots", hashed=False))
     dry_run: bool = field(default=False, metadata=meaning(
-        "print the number of runs and a time estimate (after one run, if none is finished)"))
+        "print the number of runs and a time estimate (after one run, if none is finished)", hashed=False))
     data: DataSettings = field(default_factory=DataSettings)
     sklearn: SklearnSettings = field(default_factory=SklearnSettings)
     torch: TorchSettings = field(default_factory=TorchSettings)
     balance: BalanceSettings = field(default_factory=BalanceSettings)
-    evaluation: EvalSettings = field(default_factory=EvalSettings)
+    evaluation: EvalSettings = field(default_factory=EvalSettings, metadata={"hashed": False})
     # learner=lora: the training overrides given for every run, and the resolved training config they give
-    training: List[str] = field(default_factory=list, metadata=meaning("(lora) training overrides of every run"))
+    training: List[str] = field(default_factory=list, metadata=meaning(
+        "(lora) training overrides of every run", hashed=False))
     training_config: Dict[str, Any] = field(default_factory=dict, metadata=meaning(
         "(lora) the resolved training config"))
     launch: LaunchSettings = field(default_factory=LaunchSettings)
     rank: RankSettings = field(default_factory=RankSettings)
 
 
-# Settings that do not change what a single run computes: they may differ when a comparison resumes.
-NOT_HASHED = ("kind", "recipe", "strategies", "seeds", "test_folds", "output_dir", "plots", "evaluation", "dry_run",
-              "training")
 # Sections that only one learner reads.
 LEARNER_SECTIONS = {"sklearn": ("sklearn",), "torch": ("torch",),
                     "lora": ("training_config", "launch", "rank")}
@@ -138,8 +141,9 @@ def load_lora_config(recipe: str, overrides: Sequence[str]) -> CompareConfig:
         raise ValueError("data.answer_format must be label: the rank protocol scores each candidate's bare label")
     if resolved.data.split != "kfold":
         raise ValueError(f"data.split must be kfold: the comparison runs every test fold (got {resolved.data.split!r})")
-    if config.rank.backend not in ("hf", "vllm"):
-        raise ValueError(f"rank.backend must be hf or vllm (the rank protocol needs log-likelihoods), "
+    if not backend_class(config.rank.backend, "rank.backend").can_rank:
+        able = " or ".join(n for n, b in BACKENDS.items() if b.can_rank)
+        raise ValueError(f"rank.backend must be {able} (the rank protocol needs log-likelihoods), "
                          f"got {config.rank.backend!r}")
     training_config = asdict(resolved)
     for per_run in ("output_dir", "seed", "balance"):
@@ -183,7 +187,7 @@ def load_config(overrides: Sequence[str]) -> CompareConfig:
 
 def run_settings(config: CompareConfig) -> dict:
     """The part of the config that shapes each run's result (hashed to refuse mixing)."""
-    body = {k: v for k, v in asdict(config).items() if k not in NOT_HASHED}
+    body = identity(config)  # what may differ when a comparison resumes is declared hashed=False
     for learner, sections in LEARNER_SECTIONS.items():
         if learner != config.learner:  # the other learners' settings don't matter
             for section in sections:

@@ -67,7 +67,7 @@ def rank_command(config: CompareConfig, run_dir: Path, eval_dir: Path) -> list[s
 def problems(config: CompareConfig) -> list[str]:
     """What would stop the runs, found before the first one starts: the executor's settings (sbatch, GPUs) and vLLM
     for ``rank.backend=vllm`` (imported by a fresh interpreter, as each rank evaluation will)."""
-    from ..executor import problems as executor_problems
+    from ..jobs import problems as executor_problems
     from ..inference.factory import backend_problems
 
     return executor_problems(config.launch) + backend_problems(config.rank.backend, prefix="rank.",

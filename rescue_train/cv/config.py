@@ -15,8 +15,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
+from ..inference.factory import BACKENDS, backend_class
 from ..jobs import LaunchSettings, shaping_settings
-from ..settings import ConfigError, compose, meaning
+from ..settings import ConfigError, compose, meaning, unhashed
 
 BASELINES = ("auto", "zero_shot", "none")
 EVAL_PREFIX = "eval."
@@ -43,7 +44,7 @@ class CvConfig:
     baseline: str = field(default="auto", metadata=meaning(
         "zero_shot: the base model on the same instances and prompts, with the paired differences; none; auto: "
         "zero_shot when the base model is on this machine (a folder, tiny, or in the Hugging Face cache; asked again "
-        "after the training runs, which download it)"))
+        "after the training runs, which download it)", choices=BASELINES))
     dry_run: bool = field(default=False, metadata=meaning(
         "print the plan (runs, evaluations, judge calls) and a time estimate (after one fold, if none is finished)"))
     plots: bool = field(default=True, metadata=meaning("write the report's plots"))
@@ -118,14 +119,13 @@ def load_config(overrides: Sequence[str]) -> CvConfig:
     if bad or not chosen or len(set(chosen)) != len(chosen):
         raise ConfigError(f"folds={config.folds}: expected distinct folds in 0..{k - 1} (data.folds={k})")
     config.folds = sorted(chosen)
-    if config.baseline not in BASELINES:
-        raise ConfigError(f"baseline must be one of {', '.join(BASELINES)}, got {config.baseline!r}")
     evaluation = load_eval_config(eval_arguments(config))
     if evaluation.protocol not in EVAL_PROTOCOLS:
         raise ConfigError(f"eval.protocol={evaluation.protocol}: a fine-tuned model is asked the prompts it trained "
                           f"on; use eval.protocol=rank (closed-set tasks ranked, the others generated) or sft")
-    if evaluation.backend not in ("hf", "vllm"):
-        raise ConfigError(f"eval.backend={evaluation.backend}: the fold adapters are loaded locally (hf or vllm)")
+    if backend_class(evaluation.backend, "eval.backend").remote:
+        local = " or ".join(n for n, b in BACKENDS.items() if not b.remote)
+        raise ConfigError(f"eval.backend={evaluation.backend}: the fold adapters are loaded locally ({local})")
     training_config = asdict(resolved)
     training_config.pop("output_dir")
     for per_run in ("test_fold", "manifest"):
@@ -142,9 +142,11 @@ def load_config(overrides: Sequence[str]) -> CvConfig:
 
 def settings(config: CvConfig) -> dict[str, Any]:
     """What shapes the experiment's results (hashed: a rerun into the same output_dir must match it). Folds,
-    the baseline, the dry run, plots and the evaluations' runtime keys (batch sizes, progress, ...) may change."""
-    from ..evaluation.config import RUNTIME_KEYS
+    the baseline, the dry run, plots and the evaluations' unhashed keys (batch sizes, progress, ...) may change;
+    the scorers' sections count whole."""
+    from ..evaluation.config import EvalConfig
 
+    runtime = unhashed(EvalConfig)
     return {"recipe": config.recipe, "training": config.training_config,
-            "eval": {k: v for k, v in config.eval_config.items() if k not in RUNTIME_KEYS},
+            "eval": {k: v for k, v in config.eval_config.items() if k not in runtime},
             "launch": shaping_settings(config.launch)}

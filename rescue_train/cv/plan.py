@@ -22,21 +22,20 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+from collections import Counter
 from dataclasses import dataclass, field, fields
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ..data import load_benchmark
-from ..data.config import DataConfig
-from ..data.splits import SplitManifest, assign_units, check_leakage, load_or_make_manifest
+from ..data.splits import SplitManifest, assign_units, fold_notes, load_or_make_manifest
 from ..executor import Job, Outcome, Step
 from ..jobs import override, rescue_train_command, training_command
-from ..tasks import Instance, build
+from ..tasks import DataConfig, Instance, build
 from .config import CvConfig, eval_arguments
 
 ZERO_SHOT = "zero_shot"
-PLURAL = {"couple": "couples", "family": "families"}
 # DataConfig keys a run's fold decides; the zero-shot baseline takes every other one (the prompts) from the runs.
 SPLIT_KEYS = ("split", "folds", "split_seed", "test_fold", "manifest")
 
@@ -81,33 +80,28 @@ def eval_dir(out: Path, fold: int | str) -> Path:
 
 
 def data_config(config: CvConfig) -> DataConfig:
-    from ..data.config import from_mapping
-
-    return from_mapping(config.training_config["data"])
+    return DataConfig.from_mapping(config.training_config["data"])
 
 
 def the_manifest(samples, data: DataConfig, given: str | None, out: Path) -> SplitManifest:
     """``OUT/split_manifest.json``: made once from ``data.folds`` and ``data.split_seed`` (or copied from a
-    ``data.manifest`` given), then reused; a rerun whose data or split settings differ from it is refused."""
+    ``data.manifest`` given), then reused (:func:`~rescue_train.data.splits.load_or_make_manifest`); a rerun whose
+    data or split settings differ from it is refused."""
     path = out / "split_manifest.json"
-    if path.exists():
+    if path.exists() and not given:
         kept = SplitManifest.load(path)
-        if (kept.k, kept.seed) != (data.folds, data.split_seed) and not given:
+        if (kept.k, kept.seed) != (data.folds, data.split_seed):
             raise ValueError(f"{out} holds a cross-validation split with data.folds={kept.k} data.split_seed="
                              f"{kept.seed}; use another output_dir")
-    if given and not path.exists():
+    if given and Path(given).exists():
         manifest = SplitManifest.load(given)
-        check_leakage(samples, manifest)
         if (manifest.scheme, manifest.k) != ("kfold", data.folds):
             raise ValueError(f"data.manifest={given} is a {manifest.scheme} manifest with k={manifest.k}; cv needs "
                              f"kfold with data.folds={data.folds}")
-        manifest.save(path)
-        return manifest
-    manifest = load_or_make_manifest(samples, path, "kfold", data.folds, data.split_seed)
-    if given and SplitManifest.load(given).hash != manifest.hash:
-        raise ValueError(f"data.manifest={given} differs from {path}, which this cross-validation's runs use; "
-                         "use another output_dir")
-    return manifest
+        if path.exists() and SplitManifest.load(path).hash != manifest.hash:
+            raise ValueError(f"data.manifest={given} differs from {path}, which this cross-validation's runs use; "
+                             "use another output_dir")
+    return load_or_make_manifest(samples, path, "kfold", data.folds, data.split_seed, given)
 
 
 def _on_this_machine(model: str) -> bool:
@@ -123,37 +117,6 @@ def _on_this_machine(model: str) -> bool:
         return isinstance(try_to_load_from_cache(model, "config.json"), str)
     except ValueError:  # not a hub id (huggingface_hub's HFValidationError)
         return False
-
-
-def family_notes(manifest: SplitManifest, instances: list[Instance], folds: list[int]) -> list[str]:
-    """For each scenario, the chosen folds whose model trained on none of its data (the real family samples
-    are one unit: one fold holds all of them), and what that makes of the pooled cells."""
-    notes = []
-    scenarios = sorted({i.scenario for i in instances})
-    for scenario in scenarios:
-        mine = [i for i in instances if i.scenario == scenario and int(manifest.assignment[i.unit]) in folds]
-        blind = []
-        for fold in folds:
-            roles = manifest.roles(fold)
-            tested = [i for i in mine if int(manifest.assignment[i.unit]) == fold]
-            trained = {u for u, role in roles.items() if role == "train" and manifest.scenarios.get(u) == scenario}
-            if tested and not trained:
-                blind.append((fold, len(tested)))
-        if not blind:
-            continue
-        others = " and ".join(PLURAL.get(s, s) for s in scenarios if s != scenario) or "other data"
-        units = len({i.unit for i in mine})
-        where = (f"fold {blind[0][0]}, whose model" if len(blind) == 1 else
-                 "folds " + ", ".join(str(f) for f, _ in blind) + ", whose models")
-        share = sum(n for _, n in blind)
-        said = f"\"trained on {others}, tested on {PLURAL.get(scenario, scenario)}\""
-        if share == len(mine):
-            notes.append(f"{scenario}: all {share} pooled {scenario} instances ({units} unit{'s' * (units > 1)}) are in "
-                         f"{where} trained on {others} only: the pooled {scenario} cells are {said}")
-        else:
-            notes.append(f"{scenario}: {share} of the {len(mine)} pooled {scenario} instances are in {where} trained "
-                         f"on {others} only ({said})")
-    return notes
 
 
 def prepare(config: CvConfig, out: Path) -> Plan:
@@ -180,7 +143,7 @@ def prepare(config: CvConfig, out: Path) -> Plan:
 
     plan = Plan(config, out, data, manifest, instances, bench.source, bench.fingerprint, bench.notes, baseline, reason,
                 load_eval_config(eval_arguments(config)))
-    plan.notes = family_notes(manifest, instances, plan.folds)
+    plan.notes = fold_notes(manifest, plan.folds, Counter(i.unit for i in instances))
     if plan.folds != list(range(manifest.k)):
         plan.notes.append(f"folds {', '.join(map(str, plan.folds))} of {manifest.k} only: the pooled row covers "
                           f"{len(plan.pooled())} of the {len(instances)} instances, unlike the paper's rows")
@@ -330,7 +293,7 @@ def judge_calls(plan: Plan) -> dict[str, int] | None:
     fold and for the baseline; None without a judge."""
     from ..evaluation.usage import estimate as usage_estimate
 
-    if plan.evaluation.judge.backend == "none":
+    if not plan.evaluation.judge.on:
         return None
 
     def calls(instances: list[Instance]) -> int:

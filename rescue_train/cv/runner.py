@@ -94,7 +94,7 @@ def problems(config: CvConfig) -> list[str]:
     partition for SLURM) and what every evaluation needs (vLLM for ``eval.backend=vllm``, the judge's endpoint)."""
     from ..evaluation.config import load_config as load_eval_config
     from ..evaluation.models import problems_before_work
-    from ..executor import problems as executor_problems
+    from ..jobs import problems as executor_problems
 
     evaluation = load_eval_config(eval_arguments(config))
     return executor_problems(config.launch) + [f"eval.{p}" for p in problems_before_work(evaluation)]

@@ -13,7 +13,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from .schema import Sample
 
@@ -42,6 +42,11 @@ def assign_units(samples: Sequence[Sample]) -> dict[str, str]:
     for s in samples:
         folders.setdefault(find(f"sample:{s.sample_id}"), set()).add(s.folder)
     return {s.sample_id: "+".join(sorted(folders[find(f"sample:{s.sample_id}")])) for s in samples}
+
+
+def units_text(n: int) -> str:
+    """``1 unit``, ``3 units``: how reports count split units."""
+    return f"{n} unit" + ("" if n == 1 else "s")
 
 
 class LeakageError(RuntimeError):
@@ -164,16 +169,85 @@ def check_leakage(samples: Sequence[Sample], manifest: SplitManifest) -> None:
         raise LeakageError("split leak: " + "; ".join(f"{k} in {sorted(map(str, where[k]))}" for k in leaks[:10]))
 
 
-def load_or_make_manifest(samples: Sequence[Sample], path: Path, scheme: str, k: int, seed: int) -> SplitManifest:
-    """Reuse the manifest at ``path`` when it covers these samples with the same scheme; else write one."""
-    if path.exists():
-        manifest = SplitManifest.load(path)
-        if (manifest.scheme, manifest.seed) == (scheme, seed) and (scheme != "kfold" or manifest.k == k) \
-                and set(manifest.samples) == {s.sample_id for s in samples}:
-            check_leakage(samples, manifest)
-            return manifest
-        raise ValueError(f"{path} was made for other samples or another scheme/k/seed "
-                         f"({manifest.scheme}, k={manifest.k}, seed={manifest.seed}); remove it or pick another --out")
-    manifest = make_manifest(samples, scheme, k, seed)
-    manifest.save(path)
+def load_or_make_manifest(samples: Sequence[Sample], keep: Path | None, scheme: str, k: int, seed: int,
+                          given: str | Path | None = None) -> SplitManifest:
+    """The split manifest of ``samples``, by the one rule of every command:
+
+    * ``given`` (``data.manifest``) when that file exists: that manifest as it is, checked against the samples
+      (every sample in it, no unit or person in two folds);
+    * else the one at ``keep`` (a command's own ``OUT/split_manifest.json``) when it was made for these samples
+      with this scheme, k and seed (one made otherwise is refused);
+    * else a new one (``scheme``, ``k``, ``seed``).
+
+    It is saved at ``keep`` unless it came from there, and at ``given`` when that file is absent ("made and saved
+    there when absent")."""
+    given = Path(given) if given else None
+    if given is not None and given.exists():
+        manifest = SplitManifest.load(given)
+        check_leakage(samples, manifest)
+    elif keep is not None and keep.exists():
+        manifest = SplitManifest.load(keep)
+        if (manifest.scheme, manifest.seed) != (scheme, seed) or (scheme == "kfold" and manifest.k != k) \
+                or set(manifest.samples) != {s.sample_id for s in samples}:
+            raise ValueError(f"{keep} was made for other samples or another scheme/k/seed ({manifest.scheme}, "
+                             f"k={manifest.k}, seed={manifest.seed}); remove it or choose another output_dir")
+        check_leakage(samples, manifest)
+        return manifest
+    else:
+        manifest = make_manifest(samples, scheme, k, seed)
+    for path in (keep, given):
+        if path is not None and (path == keep or not path.exists()):
+            manifest.save(path)
     return manifest
+
+
+
+def fold_notes(manifest: SplitManifest, folds: int | Sequence[int], instances_per_unit: Mapping[str, int]) -> list[str]:
+    """What the test fold(s) ``folds`` hold, said for each scenario whose test instances come from a fold that has
+    none of its training instances, or that has no test instances at all (the real family samples are one unit,
+    so one fold holds all of them): what its scores then measure, and how to choose otherwise.
+    ``instances_per_unit`` counts the instances a command uses, by unit. Every command that trains or scores on
+    folds says these notes (train, eval, compare, cv: console, results, report, model card)."""
+    if manifest.scheme != "kfold":
+        return []
+    folds = [folds] if isinstance(folds, int) else sorted(folds)
+    scenarios = sorted({manifest.scenarios[u] for u, n in instances_per_unit.items() if n})
+    notes = []
+    for scenario in scenarios:
+        mine = {u: n for u, n in instances_per_unit.items() if n and manifest.scenarios[u] == scenario}
+        homes = sorted({int(manifest.assignment[u]) for u in mine})
+        others = "+".join(s for s in scenarios if s != scenario) or "other"
+
+        def count(fold: int, role: str) -> int:
+            roles = manifest.roles(fold)
+            return sum(n for u, n in mine.items() if roles[u] == role)
+
+        if len(folds) == 1:  # the issue's wording: where the data is, by its role in this run
+            role = {folds[0]: "test", (folds[0] + 1) % manifest.k: "validation"}  # as ``roles``; the rest trains
+            where = " and ".join(f"{role.get(f, 'training')} fold {f}" for f in homes)
+        else:
+            where = "fold" + "s" * (len(homes) > 1) + " " + ", ".join(map(str, homes))
+        held = f"{'all ' if len(homes) == 1 else ''}{scenario} data is in {where}"
+        free = [f for f in range(manifest.k) if f not in homes]
+        blind = [f for f in folds if count(f, "test") and not count(f, "train")]
+        if blind:
+            tested = sum(count(f, "test") for f in folds)
+            which = "" if len(folds) == 1 else (
+                f" in the run{'s' * (len(blind) > 1)} of test fold{'s' * (len(blind) > 1)} "
+                f"{', '.join(map(str, blind))}, which test{'s' * (len(blind) == 1)} "
+                f"{sum(count(f, 'test') for f in blind)} of the {tested} pooled {scenario} instances")
+            choice = (f"To train on {scenario} data choose another data.test_fold ({', '.join(map(str, free))}; then "
+                      f"no {scenario} instance is tested), or data.split=none to test every {scenario} instance with "
+                      f"an untrained model" if len(folds) == 1 and free else
+                      f"While all {scenario} data is in one fold, no fold both trains on and tests it"
+                      if len(homes) == 1 else "")
+            notes.append(f"{scenario}: 0 training instances{which} ({held}): {scenario} scores measure "
+                         f"{others}-to-{scenario} transfer" + (f". {choice}" if choice else ""))
+        if not any(count(f, "test") for f in folds):
+            trained = any(count(f, "train") for f in folds)
+            free = [f for f in free if f not in folds]
+            notes.append(f"{scenario}: 0 {'' if trained else 'training and 0 '}test instances ({held}): no {scenario} "
+                         f"scores{'' if trained else f' and no {scenario} training'}. Choose data.test_fold="
+                         f"{homes[0]} to score {scenario}" + ("" if trained or not free else
+                                                            f", or another ({', '.join(map(str, free))}) to train on it"))
+    return notes

@@ -17,13 +17,14 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional, Sequence
 
-from ..data.config import DataConfig
+from ..tasks import DataConfig
 from ..inference import BACKENDS
-from ..inference.options import ApiOptions, EngineOptions, check_api, reasons
+from ..inference.base import RANK_SCORES
+from ..inference.factory import backend_class, reasons
+from ..inference.options import ApiOptions, EngineOptions, check_api
 from ..scoring.bertscore import BertScoreConfig
 from ..scoring.calibration import CALIBRATIONS
-from ..scoring.judge import VP_SCALES, JudgeConfig
-from ..scoring.metrics import JUDGE_ON_FAILURE
+from ..scoring.judge import JudgeConfig
 from ..settings import ConfigError, as_list, compose, dotlist, find_yaml, meaning, read_yaml
 from ..tasks import TASKS
 from .trained import SPLIT_KEYS, TrainingRun, adapter_runs, read_run, run_of_model
@@ -31,11 +32,6 @@ from .trained import SPLIT_KEYS, TrainingRun, adapter_runs, read_run, run_of_mod
 PROTOCOLS = ("sft", "paper", "rank")
 SWITCHES = {"judge": {"backend": "none"}, "bertscore": {"model": "none"}}  # judge=none, bertscore=none
 
-# Answer budgets for models that reason before answering (the reasoning tokens count against the budget):
-# large enough not to cut a reasoning model short, still a bound on runaway answers. max_new_tokens
-# overrides them (one number, or per task: max_new_tokens="{vp: 16000}").
-REASONING_MAX_NEW_TOKENS = {"itp": 4096, "rpp": 8192, "stp": 4096, "ssp": 8192, "er": 4096, "vp": 8192}
-REASONING_DEFAULT_TOKENS = 8192  # a task not in the table
 
 
 @dataclass
@@ -51,58 +47,58 @@ class EvalData(DataConfig):
 @dataclass
 class EvalConfig(ApiOptions, EngineOptions):
     model: Optional[str] = field(default=None, metadata=meaning(
-        "a local path, a hub name, 'tiny', or the API model name (backend=openai)"))
-    adapter: Any = field(default=None, metadata=meaning("one folder or a list: PEFT folders or training run folders"))
+        "a preset of configs/model (tiny, smollm2, ...), a local folder, a hub id, or the served model's name (a "
+        "remote backend such as openai)"))
+    adapter: Any = field(default=None, metadata=meaning(
+        "one folder or a list: PEFT folders or training run folders", hashed=False))
     tokenizer: Optional[str] = field(default=None, metadata=meaning(
         "default: the adapter's own tokenizer files, else the model's"))
-    include_base: bool = field(default=False, metadata=meaning("with adapters: also evaluate the base model"))
-    backend: str = field(default="hf", metadata=meaning("hf | vllm | openai"))
+    include_base: bool = field(default=False, metadata=meaning(
+        "with adapters: also evaluate the base model", hashed=False))
+    backend: str = field(default="hf", metadata=meaning(" | ".join(BACKENDS), choices=BACKENDS))
     run: Any = field(default=None, metadata=meaning(
         "training run folders: their model, adapter, tokenizer and whole data configuration"))
     tasks: Any = field(default_factory=lambda: list(TASKS))
     protocol: str = field(default="sft", metadata=meaning(
-        "sft: the training prompts and answer format; paper: zero-shot JSON; rank: log-lik"))
+        "sft: the training prompts and answer format; paper: zero-shot JSON; rank: log-lik", choices=PROTOCOLS))
     data: EvalData = field(default_factory=EvalData)
     allow_training_data: bool = field(default=False, metadata=meaning(
         "score a trained model on samples its run trained or validated on (results then say 'includes "
-        "training data')"))
+        "training data')", hashed=False))
     seed: int = field(default=0, metadata=meaning(
         "the backend's sampling seed (the split seed is data.split_seed)", low=0))
     limit: Optional[int] = field(default=None, metadata=meaning(
-        "at most this many instances per task (smoke runs)", low=1))
+        "at most this many instances per task (smoke runs)", low=1, hashed=False))
     output_dir: Optional[str] = field(default=None, metadata=meaning(
-        "default runs/eval/<model>[+<adapter>]/<protocol>"))
+        "default runs/eval/<model>[+<adapter>]/<protocol>", hashed=False))
     overwrite: bool = field(default=False, metadata=meaning(
-        "start over when the output holds a run with another config"))
+        "start over when the output holds a run with another config", hashed=False))
     max_new_tokens: Any = field(default=None, metadata=meaning(
         "one number or {task: number}; default per task and answer format"))
-    batch_size: int = field(default=8, metadata=meaning("prompts per generation batch (hf)", low=1))
+    batch_size: int = field(default=8, metadata=meaning("prompts per generation batch (hf)", low=1, hashed=False))
     chunk: Optional[int] = field(default=None, metadata=meaning(
-        "instances per resumable step (default: hf batch, 1024 vllm, 64 openai)", low=1))
+        "instances per resumable step (default: hf batch, 1024 vllm, 64 openai)", low=1, hashed=False))
     data_parallel: int = field(default=1, metadata=meaning(
         "vllm: engine processes, each on its own tensor_parallel_size GPUs (on CPU its share of the threads), "
-        "each predicting a share of the instances into the one results folder", low=1))
+        "each predicting a share of the instances into the one results folder", low=1, hashed=False))
     constrained: bool = field(default=True, metadata=meaning(
         "structured outputs where the backend has them (vllm; json mode for openai)"))
-    rank_score: str = field(default="sum", metadata=meaning("sum = log P(answer and end of turn); mean = per token"))
+    rank_score: str = field(default="sum", metadata=meaning(
+        "sum = log P(answer and end of turn); mean = per token", choices=RANK_SCORES))
     calibration: str = field(default="none", metadata=meaning(
         "protocol=rank: none | contextual (divide by the answer probabilities without the dialogue; Zhao et al. "
         "2021) | pmi (minus the log-lik after the task question alone; Holtzman et al. 2021) | prior (minus "
         "tau x log of the training fold's class prior; a trained run). Any but none keeps every method's scores, "
-        "so report --calibration re-ranks the result without the model"))
+        "so report --calibration re-ranks the result without the model", choices=CALIBRATIONS, hashed=False))
     calibration_tau: Optional[float] = field(default=None, metadata=meaning(
-        "calibration=prior: tau; null: chosen on the run's validation fold by balanced accuracy", low=0))
-    progress: bool = field(default=True, metadata=meaning("progress bars"))
+        "calibration=prior: tau; null: chosen on the run's validation fold by balanced accuracy", low=0,
+        hashed=False))
+    progress: bool = field(default=True, metadata=meaning("progress bars", hashed=False))
     allow_empty_answers: bool = field(default=False, metadata=meaning(
-        "score a run even when most server answers were empty (they count as failures, reason empty)"))
-    judge: JudgeConfig = field(default_factory=JudgeConfig)
-    bertscore: BertScoreConfig = field(default_factory=BertScoreConfig)
-
-
-# Keys that change how fast a run goes, not what it computes: left out of the run hash.
-RUNTIME_KEYS = ("output_dir", "overwrite", "batch_size", "chunk", "progress", "concurrency", "max_retries",
-                "timeout", "token_param", "gpu_memory_utilization", "include_base", "adapter", "data_parallel",
-                "allow_empty_answers", "allow_training_data")
+        "score a run even when most server answers were empty (they count as failures, reason empty)", hashed=False))
+    # The scorers decide the scores, not the predictions: they have their own identity (scoring_identity).
+    judge: JudgeConfig = field(default_factory=JudgeConfig, metadata={"hashed": False})
+    bertscore: BertScoreConfig = field(default_factory=BertScoreConfig, metadata={"hashed": False})
 
 
 def _repeated(argv: list[str], keys: tuple[str, ...]) -> list[str]:
@@ -136,7 +132,8 @@ def load_config(overrides: Sequence[str]) -> EvalConfig:
     if runs:
         layers.append(inherited(runs, given))
     else:
-        trained = adapter_runs(as_list(given.get("adapter")), str(given.get("backend", "hf")))
+        backend = backend_class(str(given.get("backend", EvalConfig.backend)))
+        trained = adapter_runs(as_list(given.get("adapter")), backend)
         trained += [r for r in [run_of_model(given.get("model"))] if r is not None]
         if trained:
             layers.append(split_of(trained, given))
@@ -211,41 +208,34 @@ def split_of(trained: list[TrainingRun], given: dict) -> dict:
 
 
 def validate(cfg: EvalConfig) -> None:
-    def choose(key: str, value: Any, allowed) -> None:
-        if value not in allowed:
-            raise ValueError(f"{key} must be one of {', '.join(map(str, allowed))}, got {value!r}")
-
-    choose("backend", cfg.backend, BACKENDS)
-    choose("protocol", cfg.protocol, PROTOCOLS)
     if cfg.data.split == "leave_one_unit_out":
         raise ValueError("data.split=leave_one_unit_out is for baselines; eval takes none, kfold or holdout")
-    choose("rank_score", cfg.rank_score, ("sum", "mean"))
-    choose("calibration", cfg.calibration, CALIBRATIONS)
     if cfg.calibration != "none" and cfg.protocol != "rank":
         raise ValueError(f"calibration={cfg.calibration} re-ranks candidates' log-likelihoods: it needs protocol=rank "
                          f"(protocol={cfg.protocol} generates answers, which have no scores to calibrate)")
     if cfg.calibration_tau is not None and cfg.calibration != "prior":
         raise ValueError(f"calibration_tau={cfg.calibration_tau} weighs the class prior of calibration=prior; "
                          f"calibration={cfg.calibration} has no tau")
-    choose("judge.backend", cfg.judge.backend, ("none", *BACKENDS))
-    choose("judge.vp_scale", cfg.judge.vp_scale, VP_SCALES)
-    choose("judge.on_failure", cfg.judge.on_failure, JUDGE_ON_FAILURE)
     if cfg.judge.retries is not None and cfg.judge.retries < 0:
         raise ValueError(f"judge.retries must be 0 or more, got {cfg.judge.retries}")
     check_api(cfg)
     check_api(cfg.judge, "judge.")
     cfg.tasks = [t.lower() for t in as_list(cfg.tasks)]
     cfg.run = as_list(cfg.run) or None
-    for task in cfg.tasks:
-        choose("tasks", task, tuple(TASKS))
+    for task in cfg.tasks:  # a list, or one comma-separated string: checked once read
+        if task not in TASKS:
+            raise ValueError(f"tasks must be one of {', '.join(TASKS)}, got {task!r}")
     if not cfg.tasks:
         raise ValueError("tasks is empty")
-    if cfg.data_parallel < 1 or (cfg.data_parallel > 1 and cfg.backend != "vllm"):
+    backend = backend_class(cfg.backend)
+    if cfg.data_parallel < 1 or (cfg.data_parallel > 1 and not backend.data_parallel):
+        able = ", ".join(f"backend={n}" for n, b in BACKENDS.items() if b.data_parallel)
         raise ValueError(f"data_parallel={cfg.data_parallel}: it takes a count >= 1, and more than one engine only with "
-                         "backend=vllm (hf: batch_size; openai: concurrency)")
-    if cfg.protocol == "rank" and cfg.backend == "openai":
-        raise ValueError("protocol=rank needs the log-likelihood of given text: use backend=hf or vllm")
-    if cfg.judge.backend != "none" and not cfg.judge.model:
+                         f"{able} (hf: batch_size; openai: concurrency)")
+    if cfg.protocol == "rank" and not backend.can_rank:
+        able = " or ".join(n for n, b in BACKENDS.items() if b.can_rank)
+        raise ValueError(f"protocol=rank needs the log-likelihood of given text: use backend={able}")
+    if cfg.judge.on and not cfg.judge.model:
         raise ValueError("judge.model is required when judge.backend is set (e.g. judge.model=gpt-5.4)")
     budgets = cfg.max_new_tokens if isinstance(cfg.max_new_tokens, dict) else {"*": cfg.max_new_tokens}
     for task, budget in budgets.items():
@@ -258,11 +248,12 @@ def validate(cfg: EvalConfig) -> None:
 
 
 def budget_override(cfg: EvalConfig) -> int | dict[str, int] | None:
-    """``max_new_tokens`` for the prediction step: as given, on top of the reasoning budgets when the model
-    reasons (None: the per-task defaults for short answers)."""
+    """``max_new_tokens`` for the prediction step: as given (one number, or per task: ``max_new_tokens="{vp:
+    16000}"``), on top of each task's reasoning budget when the model reasons (None: the per-task defaults for
+    short answers)."""
     if not reasons(cfg, cfg.backend) or isinstance(cfg.max_new_tokens, int):
         return cfg.max_new_tokens
-    budgets = {task: REASONING_MAX_NEW_TOKENS.get(task, REASONING_DEFAULT_TOKENS) for task in cfg.tasks}
+    budgets = {task: TASKS[task].reasoning_max_new_tokens for task in cfg.tasks}  # Task.reasoning_max_new_tokens
     return {**budgets, **(cfg.max_new_tokens or {})}
 
 

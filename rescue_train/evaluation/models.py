@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from ..inference import ApiOptions, BackendSpec, EngineOptions
-from ..inference.factory import local_model
+from ..inference.presets import model_folder
+from ..inference.factory import backend_class
 from ..inference.options import pick
 from ..io import read_json
 from ..provenance import unfinished_training_run
@@ -73,9 +74,10 @@ def resolve_model(cfg: EvalConfig) -> ModelSpec:
     runs: dict[str, TrainingRun] = {}
     bases = []
     base_run = run_of_model(cfg.model)
-    if cfg.backend == "openai":  # adapters are served models, addressed by name (vllm serve --lora-modules)
+    backend = backend_class(cfg.backend)
+    if backend.adapters_by_name:  # adapters are served models, addressed by name (vllm serve --lora-modules)
         if not cfg.model:
-            raise ValueError("backend=openai needs model=<the served model's name>")
+            raise ValueError(f"backend={cfg.backend} needs model=<the served model's name>")
         for entry in as_list(cfg.adapter):
             name, run = served_adapter(entry)
             adapters[name] = name
@@ -100,9 +102,9 @@ def resolve_model(cfg: EvalConfig) -> ModelSpec:
     model = cfg.model or next((b for b in bases if b), None)
     if not model:
         raise ValueError("model is required (a local path, a hub name, or 'tiny'), unless an adapter names its base")
-    model = local_model(model)
+    model = model_folder(model)
     tokenizer = cfg.tokenizer
-    if tokenizer is None and cfg.backend != "openai":
+    if tokenizer is None and not backend.remote:
         tokenizer = next((p for p in adapters.values() if (Path(p) / "tokenizer_config.json").exists()), None)
     return ModelSpec(model, adapters, tokenizer, provenance, runs, base_run)
 
@@ -119,7 +121,7 @@ def problems_before_work(cfg: EvalConfig, *, model: bool = True, judge: bool = T
     (vLLM importable, an API endpoint that answers; ``model=False`` when the caller gives a started backend),
     enough GPUs for ``data_parallel`` x ``tensor_parallel_size`` engines, and the judge's backend when a task it
     grades is evaluated (``judge=False`` when the caller gives one)."""
-    from ..executor import visible_gpus
+    from ..devices import visible_gpus
     from ..inference.factory import backend_problems
     from ..tasks import TASKS
 
@@ -128,9 +130,9 @@ def problems_before_work(cfg: EvalConfig, *, model: bool = True, judge: bool = T
         found += backend_problems(cfg.backend, pick(ApiOptions, cfg))
         gpus = visible_gpus()
         needed = cfg.data_parallel * cfg.tensor_parallel_size
-        if cfg.backend == "vllm" and gpus and needed > len(gpus):
+        if backend_class(cfg.backend).data_parallel and gpus and needed > len(gpus):
             found.append(f"data_parallel={cfg.data_parallel} x tensor_parallel_size={cfg.tensor_parallel_size} needs "
                          f"{needed} GPUs; {len(gpus)} visible")
-    if judge and cfg.judge.backend != "none" and any(TASKS[t].judged for t in cfg.tasks):
+    if judge and cfg.judge.on and any(TASKS[t].judged for t in cfg.tasks):
         found += backend_problems(cfg.judge.backend, pick(ApiOptions, cfg.judge), "judge.")
     return found

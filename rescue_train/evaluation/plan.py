@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..data import load_benchmark
-from ..data.splits import SplitManifest, assign_units, check_leakage, make_manifest
+from ..data.splits import SplitManifest, assign_units, load_or_make_manifest, make_manifest
 from ..tasks import Instance, build
 from .config import EvalConfig
 from .models import ModelSpec, model_name, resolve_model
@@ -41,15 +41,7 @@ class Benchmark:
     def manifest(self, data) -> SplitManifest:
         if data.split == "none":
             return make_manifest(self.bench.samples, "none")
-        path = Path(data.manifest) if data.manifest else None
-        if path is not None and path.exists():
-            manifest = SplitManifest.load(path)
-            check_leakage(self.bench.samples, manifest)
-            return manifest
-        manifest = make_manifest(self.bench.samples, data.split, data.folds, data.split_seed)
-        if path is not None:
-            manifest.save(path)
-        return manifest
+        return load_or_make_manifest(self.bench.samples, None, data.split, data.folds, data.split_seed, data.manifest)
 
     def select(self, data, folds: Sequence[int] | None = None) -> EvalData:
         """The test instances under ``data``'s split: the whole benchmark (split none), the test split of a

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from ..inference import make_backend
+from ..inference.factory import backend_class
 from ..io import append_jsonl, read_json, read_jsonl, write_json_atomic
 from ..provenance import config_hash
 from .config import EvalConfig, budget_override
@@ -20,7 +21,6 @@ from .protocols import predict
 from .run_folder import RunFolder, prediction_identity, scoring_identity
 from .usage import print_estimate
 
-DEFAULT_CHUNK = {"hf": None, "vllm": 1024, "openai": 64}
 
 
 class EmptyAnswers(ValueError):
@@ -87,7 +87,7 @@ def predict_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: Ev
     merge_shards(folder, config_hash(identity))
     done = folder.done_predictions()
     todo = [inst for task in cfg.tasks for inst in data.instances[task] if inst.id not in done]
-    chunk = cfg.chunk or DEFAULT_CHUNK[cfg.backend] or cfg.batch_size
+    chunk = cfg.chunk or backend_class(cfg.backend).default_chunk or cfg.batch_size
     print_estimate(cfg, todo, [i for task in cfg.tasks for i in data.instances[task]], done, folder)
     with progress(len(todo), f"{variant.name}: predict", cfg.progress) as bar:
         def keep(records: list[dict]) -> None:  # on disk as they arrive: a kill re-asks nothing that came back
@@ -143,7 +143,9 @@ def predict_sharded(cfg: EvalConfig, spec: ModelSpec, chosen: list[Variant], dat
     import sys
     from dataclasses import replace
 
-    from ..executor import ExecutorSettings, Job, Step, run_jobs, visible_gpus
+    from ..devices import visible_gpus
+    from ..executor import Job, Step, run_jobs
+    from ..jobs import ExecutorSettings
 
     instances = [inst for task in cfg.tasks for inst in data.instances[task]]
     work = []

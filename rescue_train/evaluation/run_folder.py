@@ -9,8 +9,8 @@ from typing import Any
 from ..io import read_json, read_jsonl, write_json_atomic
 from ..provenance import weights_digest
 from ..scoring.metrics import RECORD_FIELDS
-from ..settings import flatten
-from .config import RUNTIME_KEYS, EvalConfig, to_dict
+from ..settings import flatten, identity
+from .config import EvalConfig
 from .models import ModelSpec
 from .plan import EvalData, Variant
 
@@ -19,12 +19,10 @@ RESULTS_FORMAT = "rescue-train/eval-results/v1"
 PREDICTION_FIELDS = {**RECORD_FIELDS, "id": str, "unit": str, "sample_id": str, "parse_status": str,
                      "scores": dict}
 SCORE_FIELDS = {"id": str}
-RUN_FILES = ("run.json",)  # what marks a run folder made before output folders carried their marker
 
 
 def prediction_identity(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalData) -> dict[str, Any]:
-    config = {k: v for k, v in to_dict(cfg).items()
-              if k not in (*RUNTIME_KEYS, "limit", "judge", "bertscore", "calibration", "calibration_tau")}
+    config = identity(cfg)
     if cfg.calibration != "none":  # the candidates' scores without the dialogue are kept; any method re-ranks them
         config["calibration_scores"] = True
     adapter_path = spec.adapters.get(variant.adapter) if variant.adapter else None
@@ -35,12 +33,9 @@ def prediction_identity(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data
 
 
 def scoring_identity(cfg: EvalConfig) -> dict[str, Any]:
-    # retries and on_failure decide neither a verdict nor which are kept: a changed one keeps the scores
-    # (unreadable verdicts are asked again anyway; on_failure only changes the aggregates)
-    judge = {k: v for k, v in to_dict(cfg)["judge"].items()
-             if k not in ("batch_size", "cache", "retries", "on_failure", *RUNTIME_KEYS)}
-    bert = {k: v for k, v in to_dict(cfg)["bertscore"].items() if k not in ("batch_size", "device")}
-    return {"judge": judge, "bertscore": bert}
+    """What decides the scores: the judge's and BERTScore's identities (their keys declared hashed=False, such as
+    the judge's retries and on_failure, keep the scores when they change)."""
+    return {"judge": identity(cfg.judge), "bertscore": identity(cfg.bertscore)}
 
 
 def differing_keys(old: dict, new: dict) -> list[str]:

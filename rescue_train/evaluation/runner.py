@@ -17,9 +17,11 @@ A killed run resumes from the two jsonl files without recomputing finished insta
 
 from __future__ import annotations
 
+from collections import Counter
 from contextlib import ExitStack
 
-from ..inference.factory import check_model
+from ..data.splits import fold_notes
+from ..inference.factory import backend_class, check_model
 from ..folders import output_folder, own_folder
 from ..provenance import config_hash
 from .config import EvalConfig, to_dict
@@ -29,7 +31,6 @@ from .calibrate import calibrate
 from .calibrate import check as check_calibration
 from .prediction import LazyBackend, check_empty_answers, predict_sharded, predict_variant
 from .protocols import predict
-from .run_folder import RUN_FILES
 from .scorers import make_scorers, score_variant
 
 
@@ -42,9 +43,9 @@ def run(cfg: EvalConfig, *, backend=None, judge_backend=None) -> list[dict]:
     if found:
         raise ValueError("; ".join(found))
     spec = resolve_model(cfg)
-    if backend is None and cfg.backend != "openai":
+    if backend is None and not backend_class(cfg.backend).remote:
         check_model(spec.model, "model")
-    if judge_backend is None and cfg.judge.backend in ("hf", "vllm"):
+    if judge_backend is None and cfg.judge.on and not backend_class(cfg.judge.backend).remote:
         check_model(cfg.judge.model, "judge.model")
     benchmark = Benchmark(cfg)
     planned = []
@@ -52,13 +53,16 @@ def run(cfg: EvalConfig, *, backend=None, judge_backend=None) -> list[dict]:
         data = benchmark.select(variant.cfg.data, variant.folds)
         variant.training_data = check_training_data(variant.cfg, variant, data)
         check_calibration(variant.cfg, variant)
+        if variant.run is not None and data.split["test_folds"]:  # a trained model: what its fold trained on
+            data.split["fold_notes"] = fold_notes(benchmark.manifest(variant.cfg.data), data.split["test_folds"],
+                                                  Counter(i.unit for built in benchmark.built.values() for i in built))
         planned.append((variant, data))
     with ExitStack() as held:  # one writer per run folder
         chosen = [variant for variant, _ in planned]
         if len(chosen) > 1:
-            own_folder(chosen[0].output.parent, "eval", [f"{v.output.name}/run.json" for v in chosen])
+            own_folder(chosen[0].output.parent, "eval")
         for variant in chosen:
-            held.enter_context(output_folder(variant.output, "eval", RUN_FILES))
+            held.enter_context(output_folder(variant.output, "eval"))
         scorers = make_scorers(cfg, judge_backend)
         try:
             for scorer in scorers:

@@ -123,6 +123,6 @@ def make_scorers(cfg: EvalConfig, judge_backend=None) -> list:
     scorers: list = []
     if cfg.bertscore.model.lower() != "none":
         scorers.append(BertScoreStage(cfg))
-    if cfg.judge.backend != "none" or judge_backend is not None:
+    if cfg.judge.on or judge_backend is not None:
         scorers.append(JudgeStage(cfg, judge_backend))
     return scorers

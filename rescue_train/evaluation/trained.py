@@ -19,8 +19,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable
 
-from ..data.config import DataConfig, from_mapping
+from ..tasks import DataConfig
 from ..data.splits import SplitManifest
+from ..inference import Backend
 from ..io import read_json
 from ..provenance import unfinished_training_run
 from ..settings import ConfigError, read_yaml
@@ -79,7 +80,7 @@ def read_run(folder: str | Path) -> TrainingRun:
         raise ConfigError(f"{folder}: not a training run folder (config.yaml and provenance.json expected)")
     provenance = read_json(folder / "provenance.json", {}, "a training run's provenance")
     unfinished_training_run(folder, provenance)
-    data = from_mapping(read_yaml(folder / "config.yaml").get("data", {}))
+    data = DataConfig.from_mapping(read_yaml(folder / "config.yaml").get("data", {}))
     if provenance.get("split_manifest"):
         data.manifest = str((folder / provenance["split_manifest"]).resolve())
     return TrainingRun(folder, provenance, data)
@@ -133,6 +134,6 @@ def served_adapter(entry: str) -> tuple[str, TrainingRun | None]:
     return entry, run_of_adapter(entry)
 
 
-def adapter_runs(adapters: Iterable[str], backend: str) -> list[TrainingRun]:
-    runs = [served_adapter(a)[1] if backend == "openai" else run_of_adapter(a) for a in adapters]
+def adapter_runs(adapters: Iterable[str], backend: type[Backend]) -> list[TrainingRun]:
+    runs = [served_adapter(a)[1] if backend.adapters_by_name else run_of_adapter(a) for a in adapters]
     return [r for r in runs if r is not None]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from ..inference.factory import backend_class
 from ..scoring.judge import judge_budget, needs_judging
 from ..tasks import TASKS, Instance
 from .config import EvalConfig, budget_override
@@ -30,13 +31,13 @@ def estimate(cfg: EvalConfig, todo: Sequence[Instance], instances: Iterable[Inst
     from ..scoring.judge import JudgeCache, check_prompt, prompt_key
 
     out: dict[str, dict[str, int]] = {}
-    if cfg.backend == "openai":
+    if backend_class(cfg.backend).remote:
         asked = [i for i in todo if not is_ranked(i, cfg.protocol)]
         out["model"] = {"calls": len(asked),
                         "prompt_tokens": sum(_tokens(messages(i, cfg.protocol, cfg.data.mode, cfg.data.answer_format)) for i in asked),
                         "max_completion_tokens": sum(max_new_tokens(i, cfg.protocol, budget_override(cfg))
                                                      for i in asked)}
-    if cfg.judge.backend != "none":
+    if cfg.judge.on:
         cache = JudgeCache(cache_path if cfg.judge.cache else None)
         calls = cached = tokens = 0
         for inst in instances:
@@ -83,7 +84,7 @@ def usage_totals(records: Iterable[dict[str, Any]]) -> dict[str, dict[str, int]]
 def print_estimate(cfg: EvalConfig, todo: Sequence[Instance], instances: Iterable[Instance],
                    predictions: dict[str, dict], folder) -> None:
     """Print the estimate before a run that calls an API model or a judge."""
-    if cfg.backend != "openai" and cfg.judge.backend == "none":
+    if not backend_class(cfg.backend).remote and not cfg.judge.on:
         return
     judged = {i for i, s in folder.done_scores().items() if not needs_judging(s)}
     numbers = estimate(cfg, todo, instances, predictions, judged, folder.path / "judge_cache.jsonl")

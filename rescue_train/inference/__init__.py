@@ -1,5 +1,6 @@
 """Inference backends: ``hf`` (transformers), ``vllm`` (offline engine) and ``openai`` (any compatible API),
-their shared options, and the factory that starts one from a :class:`BackendSpec`."""
+each a :class:`Backend` class that says what it can do, registered by name in ``BACKENDS``; their shared options,
+what ``model=`` loads (``presets``), and the factory that starts one from a :class:`BackendSpec`."""
 
 from .base import Arrivals, Backend, BackendError, ChatEncoder, Completion, Messages, Scored, as_completion
 from .factory import BACKENDS, BackendSpec, make_backend

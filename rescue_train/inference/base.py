@@ -88,9 +88,32 @@ class Scored:
     tokens: int
 
 
+RANK_SCORES = ("sum", "mean")  # a candidate's score: its summed log-probability, or the mean per token
+
+
 class Backend:
+    """An inference engine. Its class says what it can do, so that callers ask the backend, never its name; a new
+    backend is one module with one subclass, plus its entry in ``inference.factory.BACKENDS``."""
+
     name = ""
-    can_rank = True  # False where the backend cannot score given text (most API endpoints)
+    can_rank = True  # scores given text (log-likelihoods: protocol=rank); False on most API endpoints
+    remote = False  # a served model, reached by name: no folder, weights or tokenizer here to check or read
+    adapters_by_name = False  # adapters are models the server serves under a name (vllm serve --lora-modules)
+    data_parallel = False  # several engine processes may share one run (data_parallel=N), each on its GPUs
+    constrains = False  # structured outputs for constrained=true
+    default_chunk: int | None = None  # instances per resumable step; None: the batch size
+    reasons = False  # reasoning budgets by default (reasoning=null): an API model's budget bounds only its use
+    judge_retries = 0  # asks again per unreadable verdict: 0 where the same prompt gets the same (greedy) answer
+
+    @classmethod
+    def start(cls, spec: Any) -> Backend:
+        """The backend serving ``spec`` (:class:`~rescue_train.inference.factory.BackendSpec`)."""
+        raise NotImplementedError
+
+    @classmethod
+    def problems(cls, api: Any = None, prefix: str = "", *, separate_process: bool = False) -> list[str]:
+        """What would stop it from starting, found before any work (each one line)."""
+        return []
 
     def generate(self, prompts: Sequence[Messages], *, max_new_tokens: Sequence[int],
                  constraints: Sequence[dict[str, Any] | None] | None = None, adapter: str | None = None,

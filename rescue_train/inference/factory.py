@@ -4,22 +4,25 @@ start backends here, each from its own settings."""
 
 from __future__ import annotations
 
-import importlib.util
-import subprocess
-import sys
+import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..settings import ConfigError
 from .base import Backend
+from .hf import HFBackend
+from .openai import OpenAIBackend
 from .options import ApiOptions, EngineOptions
+from .presets import preset_path
+from .vllm import VLLMBackend
 
-BACKENDS = ("hf", "vllm", "openai")
+# The backends by name: a new one is its module plus one entry here.
+BACKENDS: dict[str, type[Backend]] = {b.name: b for b in (HFBackend, VLLMBackend, OpenAIBackend)}
 
 
 @dataclass
 class BackendSpec:
-    backend: str  # hf | vllm | openai
+    backend: str  # a name in BACKENDS
     model: str  # a local path, a hub name, 'tiny', or the served/API model name
     adapters: dict[str, str] = field(default_factory=dict)  # name -> PEFT folder (openai: name -> served name)
     tokenizer: str | None = None  # default: the model's
@@ -40,7 +43,8 @@ def check_model(name: str, key: str = "model") -> None:
     """Refuse, naming ``key``, a model that is neither a folder here nor a model id the Hugging Face Hub (or its
     local cache, offline) knows: checked before a command writes anything, so that a typo leaves no run
     folder behind. A path-like name that does not exist is "no such folder"."""
-    if name == "tiny" or Path(name).expanduser().exists():
+    name = preset_path(name) or name  # a shipped preset: its weights (a GGUF package's: the loader checks it)
+    if name == "tiny" or name.startswith("package:") or Path(name).expanduser().exists():
         return
     if looks_local(name):
         raise ConfigError(f"{key}={name}: no such folder (current directory: {Path.cwd()})")
@@ -57,35 +61,32 @@ def check_model(name: str, key: str = "model") -> None:
         return
 
 
-def local_model(model: str) -> str:
-    """``tiny`` is the offline tiny chat model, built on first use; any other name is kept as given."""
-    if model == "tiny":
-        from ..tiny import tiny_model_path
+class BackendNames:
+    """The registered backends' names (after ``extra`` words such as "none"), read when checked: the ``choices``
+    of a backend key, current when a backend registers later."""
 
-        return str(tiny_model_path())
-    return model
+    def __init__(self, *extra: str):
+        self.extra = extra
+
+    def __iter__(self):
+        return iter((*self.extra, *BACKENDS))
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.extra or name in BACKENDS
+
+
+def backend_class(name: str, key: str = "backend") -> type[Backend]:
+    """The registered backend called ``name``; an unknown name is an error naming ``key`` and the known ones."""
+    try:
+        return BACKENDS[name]
+    except KeyError:
+        close = difflib.get_close_matches(str(name), BACKENDS, n=1)
+        hint = f"; did you mean {close[0]}?" if close else ""
+        raise ConfigError(f"{key}: expected one of {', '.join(BACKENDS)}, got {name!r}{hint}") from None
 
 
 def make_backend(spec: BackendSpec) -> Backend:
-    if spec.backend not in BACKENDS:
-        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {spec.backend!r}")
-    if spec.backend == "openai":
-        from .openai import OpenAIBackend
-
-        options = {name: getattr(spec.api, name) for name in ApiOptions.__dataclass_fields__ if name != "reasoning"}
-        return OpenAIBackend(spec.model, **{**options, "extra_body": dict(spec.api.extra_body or {})})
-    engine, model = spec.engine, local_model(spec.model)
-    if spec.backend == "hf":
-        from .hf import HFBackend
-
-        return HFBackend(model, adapters=spec.adapters, tokenizer=spec.tokenizer, dtype=engine.dtype,
-                         device=engine.device, batch_size=spec.batch_size)
-    from .vllm import VLLMBackend
-
-    return VLLMBackend(model, adapters=spec.adapters, tokenizer=spec.tokenizer, dtype=engine.dtype,
-                       max_model_len=engine.max_model_len, gpu_memory_utilization=engine.gpu_memory_utilization,
-                       tensor_parallel_size=engine.tensor_parallel_size, seed=spec.seed,
-                       engine_args=dict(engine.engine_args or {}), progress=spec.progress)
+    return backend_class(spec.backend).start(spec)
 
 
 def backend_problems(backend: str, api: ApiOptions | None = None, prefix: str = "", *,
@@ -93,21 +94,10 @@ def backend_problems(backend: str, api: ApiOptions | None = None, prefix: str = 
     """What would stop ``backend`` from starting, found before any work starts (each one line): vLLM missing from
     this environment (``separate_process``: also try importing it in a fresh interpreter, as the runs that will
     use it do), an OpenAI-compatible endpoint without a key or that does not answer."""
-    if backend == "vllm":
-        from .vllm import INSTALL_HINT
+    return backend_class(backend, f"{prefix}backend").problems(api, prefix, separate_process=separate_process)
 
-        problem = None
-        if importlib.util.find_spec("vllm") is None:
-            problem = "it is not installed"
-        elif separate_process:
-            tried = subprocess.run([sys.executable, "-c", "import vllm"], capture_output=True, text=True, timeout=600)
-            if tried.returncode != 0:
-                problem = "importing it fails: " + (tried.stderr.strip().splitlines() or ["?"])[-1]
-        return [f"{prefix}backend=vllm needs vLLM in this environment ({sys.executable}), and {problem}; "
-                f"{INSTALL_HINT}"] if problem else []
-    if backend == "openai":
-        from .openai import endpoint_problem
 
-        problem = endpoint_problem(api or ApiOptions(), prefix)
-        return [problem] if problem else []
-    return []
+def reasons(section: ApiOptions, backend: str) -> bool:
+    """Whether the model (or judge) gets reasoning budgets: ``reasoning`` if set, else the backend's default
+    (true for API models, whose budget bounds only what they use)."""
+    return section.reasoning if section.reasoning is not None else backend_class(backend).reasons

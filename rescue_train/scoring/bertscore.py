@@ -30,8 +30,9 @@ class BertScoreConfig:
         "None: bert-score's default for a known name (distilbert: 5)", low=1))
     idf: bool = field(default=False, metadata=meaning("weight tokens by inverse document frequency (the references')"))
     rescale: bool = field(default=False, metadata=meaning("rescale with bert-score's baseline (known models only)"))
-    batch_size: int = field(default=64, metadata=meaning("pairs per BERTScore batch", low=1))
-    device: Optional[str] = field(default=None, metadata=meaning("cpu, cuda, ... (default: a GPU when there is one)"))
+    batch_size: int = field(default=64, metadata=meaning("pairs per BERTScore batch", low=1, hashed=False))
+    device: Optional[str] = field(default=None, metadata=meaning(
+        "cpu, cuda, ... (default: a GPU when there is one)", hashed=False))
 
 
 def texts(task: str, gold: Any, prediction: Any) -> tuple[str, str]:

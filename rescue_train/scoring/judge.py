@@ -38,35 +38,46 @@ from ..inference import (
     as_completion,
     make_backend,
 )
-from ..inference.factory import local_model
-from ..inference.options import pick, reasons
+from ..inference.presets import model_folder
+from ..inference.factory import BackendNames, backend_class, reasons
+from ..inference.options import pick
 from ..io import append_jsonl, read_jsonl
+from .metrics import JUDGE_ON_FAILURE
 from ..settings import meaning
 from ..tasks import TASKS, Instance
 from ..tasks.answers import answer_text, find_json, unfinished_reasoning
 from ..tasks.types import JudgeCheck, Rubric
 
 VP_SCALES = ("likert5", "ref0to6")
+OFF = "none"  # judge.backend=none: no judge
 JUDGE_MAX_NEW_TOKENS = {False: 256, True: 4096}  # by whether the judge reasons
 
 
 @dataclass
 class JudgeConfig(ApiOptions):
-    backend: str = field(default="none", metadata=meaning("none | hf | vllm | openai"))
+    backend: str = field(default="none", metadata=meaning(" | ".join(BackendNames(OFF)), choices=BackendNames(OFF)))
     model: Optional[str] = field(default=None, metadata=meaning(
         "the judge model (a local path, a hub name, or the API model name)"))
     vp_scale: str = field(default="likert5", metadata=meaning(
-        "the paper's 1-5 Likert; ref0to6 = the reference scripts' 0-2 + 0-4"))
+        "the paper's 1-5 Likert; ref0to6 = the reference scripts' 0-2 + 0-4", choices=VP_SCALES))
     max_new_tokens: Optional[int] = field(default=None, metadata=meaning(
         "default 256, 4096 when the judge reasons", low=1))
-    batch_size: int = field(default=8, metadata=meaning("prompts per judge batch (hf)", low=1))
+    batch_size: int = field(default=8, metadata=meaning("prompts per judge batch (hf)", low=1, hashed=False))
     cache: bool = field(default=True, metadata=meaning(
-        "readable verdicts kept in OUTPUT/judge_cache.jsonl by (judge model, prompt hash)"))
+        "readable verdicts kept in OUTPUT/judge_cache.jsonl by (judge model, prompt hash)", hashed=False))
+    # retries and on_failure decide neither a verdict nor which are kept (unreadable verdicts are asked again
+    # anyway; on_failure only changes the aggregates): a changed one keeps the scores
     retries: Optional[int] = field(default=None, metadata=meaning(
         "asks again per unreadable verdict within a run; default 2 for backend=openai, 0 for a local judge "
-        "(greedy: the same prompt gets the same answer)", low=0))
+        "(greedy: the same prompt gets the same answer)", low=0, hashed=False))
     on_failure: str = field(default="floor", metadata=meaning(
-        "an unreadable verdict scores the bottom of the scale (floor) or leaves the means (exclude)"))
+        "an unreadable verdict scores the bottom of the scale (floor) or leaves the means (exclude)",
+        hashed=False, choices=JUDGE_ON_FAILURE))
+
+    @property
+    def on(self) -> bool:
+        """Whether a judge grades the judged tasks (``judge.backend`` names one, not ``none``)."""
+        return self.backend != OFF
 
 
 def judge_budget(judge: JudgeConfig) -> int:
@@ -77,15 +88,15 @@ def check_judge(judge: JudgeConfig) -> None:
     """Fail now, not after every prediction, when the judge cannot be reached: an API judge without its key in
     the environment (a local server, ``judge.base_url``, takes any key, as the backend does), a local judge
     model whose configuration cannot be found."""
-    if judge.backend == "openai":
+    if backend_class(judge.backend, "judge.backend").remote:
         if not judge.base_url and not os.environ.get(judge.api_key_env):
-            raise ValueError(f"judge.backend=openai: set the judge's API key in the environment variable "
+            raise ValueError(f"judge.backend={judge.backend}: set the judge's API key in the environment variable "
                              f"{judge.api_key_env} (or name another one with judge.api_key_env=...)")
         return
     from transformers import AutoConfig
 
     try:
-        AutoConfig.from_pretrained(local_model(judge.model))
+        AutoConfig.from_pretrained(model_folder(judge.model))
     except (OSError, ValueError) as exc:
         raise ValueError(f"judge.model={judge.model!r} could not be found ({str(exc).splitlines()[0]}): a local "
                          "folder, a hub name in the local cache, or 'tiny'") from None
@@ -95,7 +106,7 @@ def judge_retries(judge: JudgeConfig) -> int:
     """How many times an unreadable verdict is asked again within a run."""
     if judge.retries is not None:
         return judge.retries
-    return 2 if judge.backend == "openai" else 0
+    return backend_class(judge.backend, "judge.backend").judge_retries
 
 
 def make_judge_backend(judge: JudgeConfig):

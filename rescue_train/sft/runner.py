@@ -6,7 +6,8 @@
   ``PeftModel.from_pretrained`` and vLLM's LoRA support load; the base model is ``provenance.json``'s
   ``base_model``);
 * ``config.yaml`` – the resolved config; ``provenance.json`` – versions, git commit, split manifest hash,
-  data fingerprint, seed, base model, final metrics;
+  data fingerprint, seed, base model, final metrics (the Trainer's, of the last session), and the whole run's
+  ``train_seconds``, ``train_loss`` (mean per step) and ``sessions`` (each start, steps, seconds and loss);
 * ``data/`` – the converted datasets and the split manifest of this run;
 * ``checkpoints/`` – trainer checkpoints (resume); ``logs/`` – TensorBoard events.
 """
@@ -17,7 +18,6 @@ import hashlib
 import json
 import logging
 import shutil
-import time
 from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
@@ -26,22 +26,21 @@ from typing import Any
 from ..executor import executor_info
 from ..inference.factory import check_model
 from ..folders import output_folder
+from ..inference.presets import resolve_model_path
 from ..io import read_json, write_json_atomic, write_text_atomic
 from ..model_card import write_model_card
 from ..provenance import config_hash, git_commit, versions
 from ..settings import flatten, read_yaml, to_yaml
 from . import data as run_data
 from .config import LoraRunConfig
-from .weighting import STRATEGIES
 from .candidates import CandidateLoss, uses_candidates
-from .models import compute_dtype, load_model, load_tokenizer, lora_config, resolve_model_path
+from .models import compute_dtype, load_model, load_tokenizer, lora_config
+from .weighting import STRATEGIES
 
 log = logging.getLogger(__name__)
 ADAPTER_DIR = "adapter"
 # Where a run lives and how it was restarted do not make it another run (a folder may be moved).
 NOT_IDENTITY = ("output_dir", "resume")
-# What marks a run folder made before output folders carried their marker (rescue_train.folders).
-RUN_FILES = ("provenance.json", "config.yaml")
 
 
 def training_args(cfg: LoraRunConfig, run_dir: Path, has_validation: bool):
@@ -168,7 +167,7 @@ def run(cfg: LoraRunConfig) -> Path:
         check_model(resolve_model_path(cfg.model.path), "model.path")  # before anything is written
     checkpoint = last_checkpoint(run_dir, cfg.resume)
     args, dtype = training_args(cfg, run_dir, has_validation=True)
-    with output_folder(run_dir, "train", RUN_FILES) if args.process_index == 0 else nullcontext():
+    with output_folder(run_dir, "train") if args.process_index == 0 else nullcontext():
         if cfg.resume == "false":  # starting over: no checkpoint of the run before may stand in for this one's
             shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)
         _train(cfg, run_dir, checkpoint, args, dtype)
@@ -195,7 +194,7 @@ def _train(cfg: LoraRunConfig, run_dir: Path, checkpoint: str | None, args, dtyp
     trainer = RescueSFTTrainer(model=model, args=args, train_dataset=train_data.train,
                                eval_dataset=train_data.validation, processing_class=tokenizer,
                                peft_config=lora_config(cfg.lora), callbacks=_callbacks(cfg, run_dir, is_main),
-                               candidate_loss=candidate_loss)
+                               batching=cfg.train.batching, candidate_loss=candidate_loss)
     # which chat template rendered the data (the model's own unless model.chat_template names a file)
     template = {"chat_template_sha256": hashlib.sha256(tokenizer.chat_template.encode()).hexdigest()[:16]}
     dropped = {}  # with packing, rows are bins of instances and cannot be compared with instance counts
@@ -206,12 +205,13 @@ def _train(cfg: LoraRunConfig, run_dir: Path, checkpoint: str | None, args, dtyp
     if any(dropped.values()):
         log.warning("instances whose answer does not fit in train.max_length=%s tokens were dropped: %s",
                     cfg.train.max_length, dropped)
-    started = time.time()
     if is_main:
         write_json_atomic(run_dir / "provenance.json", provenance(cfg, resolved, base_path, train_data, {
-            "status": "running", "resumed_from": checkpoint, "dropped_too_long": dropped, **template}))
+            "status": "running", "resumed_from": checkpoint, "dropped_too_long": dropped, **template,
+            "batching": trainer.batching}))
     result = trainer.train(resume_from_checkpoint=checkpoint)
-    metrics = dict(result.metrics)
+    run_summary = trainer.run_summary(result)
+    metrics = dict(result.metrics)  # the Trainer's, of this session; run_summary's cover the run
     evals = [e for e in trainer.state.log_history if "eval_loss" in e]  # the trainer evaluates the last step too
     if evals:
         metrics.update(evals[-1])
@@ -219,7 +219,10 @@ def _train(cfg: LoraRunConfig, run_dir: Path, checkpoint: str | None, args, dtyp
     if is_main:
         write_json_atomic(run_dir / "provenance.json", provenance(cfg, resolved, base_path, train_data, {
             "status": "finished", "resumed_from": checkpoint, "dropped_too_long": dropped,
-            "global_step": trainer.state.global_step, "train_seconds": round(time.time() - started, 2),
-            "metrics": metrics, "best_checkpoint": trainer.state.best_model_checkpoint, **template}))
+            "global_step": trainer.state.global_step, "train_seconds": run_summary["train_seconds"],
+            "train_loss": run_summary["train_loss"], "sessions": run_summary["sessions"], "metrics": metrics,
+            "best_checkpoint": trainer.state.best_model_checkpoint, **template,
+            # how batches were formed, and their measured real-token share (over this process's steps)
+            "batching": trainer.batching, "non_pad_share": trainer.non_pad_share()}))
         write_model_card(run_dir)
     args.distributed_state.wait_for_everyone()

@@ -1,15 +1,17 @@
 """The RESCUE-Bench tasks: the paper's six and RSG (the therapist's next turn). A new task is one module
-plus one line in ``TASKS``: building, prompting, parsing and scoring all dispatch on the ``Task`` object."""
+plus one line in ``TASKS``: building, prompting, parsing and scoring all dispatch on the ``Task`` object, and
+the data configuration's keys come from the tasks' own options (``tasks.options``)."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from ..data.config import ANSWER_FORMATS, MODES, BuildOptions
+from ..data.config import ANSWER_FORMATS, MODES
 from ..data.schema import Sample
-from .context import build_messages, without_dialogue
+from .context import build_messages, classifier_input, without_dialogue
 from .er import EmotionRecognition
 from .itp import InterventionTiming
+from .options import build_options, data_config
 from .rpp import RelationPattern
 from .rsg import SupportGeneration
 from .ssp import SupportStrategy
@@ -23,6 +25,9 @@ TASKS: dict[str, Task] = {t.name: t for t in (
     ViewpointPrediction(), SupportGeneration(),
 )}
 CLOSED_SET_TASKS = tuple(name for name, t in TASKS.items() if t.closed_set)
+# What every builder receives, and the one data configuration with each task's data.<option> keys.
+BuildOptions = build_options(TASKS.values())
+DataConfig = data_config(TASKS.values(), BuildOptions)
 
 
 def report_columns() -> dict[str, ReportColumn]:
@@ -58,7 +63,15 @@ def render_without_dialogue(inst: Instance, filler: str | None, fmt: str = "labe
     return without_dialogue(inst, TASKS[inst.task].instruction(inst, fmt), filler)
 
 
+def render_for_classifier(inst: Instance, mode: str = "dialogue") -> dict[str, str]:
+    """A sequence classifier's input for ``inst`` (one renderer for convert's ``cls`` datasets and the
+    classifiers): ``query`` (the question, then the setting) and ``conversation`` (oldest row first), which an
+    encoder cuts from the left, and ``text``, the two joined, for classifiers that read every word (TF-IDF)."""
+    query, conversation = classifier_input(inst, TASKS[inst.task].ask(inst), mode)
+    return {"text": f"{query}\n\n{conversation}", "query": query, "conversation": conversation}
+
+
 __all__ = ["ANSWER_FORMATS", "CLOSED_SET_TASKS", "METRICS", "MODES", "TASKS", "BuildOptions", "BuildResult",
+           "DataConfig",
            "Instance", "JudgeCheck", "Parsed", "ReportColumn", "Rubric", "Task", "build", "get_task", "render",
-           "render_without_dialogue",
-           "report_columns"]
+           "render_for_classifier", "render_without_dialogue", "report_columns"]

@@ -97,6 +97,17 @@ class PromptSizer:
         return sum(map(len, parts)) + 2 * (len(parts) - 1) + rows
 
 
+def classifier_input(inst: Instance, question: str, mode: str) -> tuple[str, str]:
+    """What a sequence classifier reads, as (query, conversation). The query identifies the instance (its
+    question, with the row and the target, then the setting) and the conversation holds the prior rows, oldest
+    first, and the current turn: an encoder keeps the query whole and cuts the conversation from the left, so
+    a long input loses its oldest rows, never the question nor the latest turns. No label definitions: a
+    classifier learns its labels from the data (the language model's prompt keeps them)."""
+    rows = "\n".join(render_row(inst.sample.row(i), mode) for i in inst.context)
+    setting, *conversation = _context_parts(inst, mode, rows)
+    return f"{question}\n\n{setting}", "\n\n".join(conversation)
+
+
 def build_messages(inst: Instance, instruction: str, mode: str) -> list[dict[str, str]]:
     """System and user messages: the context first, the task instruction last."""
     return [

@@ -10,12 +10,13 @@ give all prior rows.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..data.config import BuildOptions
 from ..data.schema import Sample
 from .answers import find_json, shown, text_field, word_count
-from .generation import GenerationTask, first_value, speaker_turn
+from .generation import GenerationOptions, GenerationTask, first_value, speaker_turn
+from .options import Options, option
 from .task import count, json_object
 from .types import BuildResult, Instance, JudgeCheck, Parsed, ReportColumn, Rubric
 
@@ -41,13 +42,23 @@ def parse_intensity(value: Any) -> int | None:
     return number if 0 <= number <= 10 else None
 
 
+@dataclass(frozen=True)
+class ErOptions(GenerationOptions):
+    er_min_words: int = option(5, "ER keeps rows of at least this many words (the paper's)", key=False, low=0)
+    er_discard_fraction: float = option(0.3, "ER skips this first share of each sample's rows (the paper's)",
+                                        key=False, low=0, below=1)
+
+
 class EmotionRecognition(GenerationTask):
     name = "er"
+    headline = "er_llm"
+    options = ErOptions
+    reasoning_max_new_tokens = 4096
     metric = "emotion"
     max_new_tokens = {"label": 96, "json": 96}
     report_columns = (ReportColumn("er_llm", "judge", "ER LLM"), ReportColumn("er_bert", "bertscore_f1", "ER BERT", digits=4))
 
-    def build(self, samples: Sequence[Sample], units: dict[str, str], options: BuildOptions) -> BuildResult:
+    def build(self, samples: Sequence[Sample], units: dict[str, str], options: Options) -> BuildResult:
         result = BuildResult([])
         for sample in samples:
             n = len(sample.rows)

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from ..data.config import BuildOptions
 from ..data.schema import Row, Sample
+from .options import Options, option
 from .task import Task, count, evenly_spaced, window
 from .types import BuildResult, Instance, instance_id
 
 
+@dataclass(frozen=True)
+class GenerationOptions:
+    checkpoints_per_sample: int = option(5, "ER and VP instances per sample (the paper's)", key=False, low=1)
+
+
 class GenerationTask(Task):
+    options = GenerationOptions
     closed_set = False
     default_context = 3
     metric = "generation"
@@ -25,7 +32,7 @@ class GenerationTask(Task):
         raise NotImplementedError
 
     def add_checkpoints(self, result: BuildResult, sample: Sample, unit: str, candidates: Sequence[tuple[Row, Any]],
-                        options: BuildOptions, gold: Callable[[Any], Any]) -> None:
+                        options: Options, gold: Callable[[Any], Any]) -> None:
         """Keep at most ``checkpoints_per_sample`` evenly spaced (row, gold item) candidates (the first one
         when one is kept) as instances showing the row as the current turn."""
         picked = evenly_spaced(candidates, options.checkpoints_per_sample, single="first")

@@ -12,12 +12,13 @@ its prior context). Nothing shown depends on the label: the id names only the de
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 from ..data import taxonomy
-from ..data.config import BuildOptions
 from ..data.schema import Sample
 from .answers import find_json
+from .options import Options, option
 from .task import ClosedSetTask, count, evenly_spaced, window
 from .types import BuildResult, Instance, Parsed, ReportColumn, instance_id
 
@@ -26,8 +27,17 @@ _YES_WORDS = {"yes", "y", "true", "1", "speak", "should_speak", "intervene"}
 _NO_WORDS = {"no", "n", "false", "0", "listen", "keep_listening", "do_not_speak", "wait"}
 
 
+@dataclass(frozen=True)
+class ItpOptions:
+    itp_cap_per_class: int = option(0, "ITP keeps at most this many evenly spaced instances per class and sample "
+                                    "(0: all)", key=False, low=0)
+
+
 class InterventionTiming(ClosedSetTask):
     name = "itp"
+    headline = "itp_f1"
+    options = ItpOptions
+    reasoning_max_new_tokens = 4096
     default_context = 3
     metric = "binary"
     json_key = "should_speak"
@@ -37,18 +47,21 @@ class InterventionTiming(ClosedSetTask):
 
     def label_space(self) -> dict[str, tuple[str, ...]]:
         return {sc: (YES, NO) for sc in taxonomy.SCENARIOS}
-    question = (
-        "Question: should the therapist take the next turn, right after the current turn?\n"
+    question = "Question: should the therapist take the next turn, right after the current turn?"
+    guide = (
         "- yes: an intervention is timely and clinically useful now (a question, reflection, validation, "
         "containment, reframe or process comment would help at this point);\n"
         "- no: the therapist should keep listening (a speaker is still developing a thought, vulnerable "
         "material is still emerging, or the exchange between the clients is moving productively)."
     )
 
+    def question_for(self, inst: Instance) -> str:
+        return f"{self.question}\n{self.guide}"
+
     def options_text(self, inst: Instance) -> str:
         return "Candidates: yes, no"
 
-    def build(self, samples: Sequence[Sample], units: dict[str, str], options: BuildOptions) -> BuildResult:
+    def build(self, samples: Sequence[Sample], units: dict[str, str], options: Options) -> BuildResult:
         result = BuildResult([])
         k = self.context_size(options)
         for sample in samples:

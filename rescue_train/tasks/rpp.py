@@ -14,11 +14,12 @@ prior row with the labelled turn itself hidden (``rpp_include_current`` shows it
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 from ..data import taxonomy
-from ..data.config import BuildOptions
 from ..data.schema import Row, Sample
+from .options import Options, option
 from .task import ClosedSetTask, count, window
 from .types import BuildResult, Instance, ReportColumn, instance_id
 
@@ -29,6 +30,21 @@ DEFINITIONS = {
     "C": ("any", ("relation_pattern",)),
     "BC": ("any", ("relation_cycle_state", "relation_pattern")),
 }
+# What each gold definition reads, as --help says it.
+READS = {
+    "D": "therapist rows, relation_cycle_state else relation_pattern",
+    "A": "therapist rows, relation_cycle_state only (the reference scripts)",
+    "B": "any row, relation_cycle_state",
+    "C": "any row, relation_pattern (the paper's wording)",
+    "BC": "any row, relation_cycle_state else relation_pattern",
+}
+
+
+@dataclass(frozen=True)
+class RppOptions:
+    rpp_definition: str = option("D", "RPP gold rows: " + "; ".join(f"{k} = {v}" for k, v in READS.items()),
+                                 choices=tuple(DEFINITIONS), prompt=True)
+    rpp_include_current: bool = option(False, "show the labelled RPP turn itself", prompt=True)
 
 
 def row_label(row: Row, fields: tuple[str, ...]) -> str | None:
@@ -42,14 +58,14 @@ def row_label(row: Row, fields: tuple[str, ...]) -> str | None:
 
 class RelationPattern(ClosedSetTask):
     name = "rpp"
+    headline = "rpp_accuracy"
     default_context = -1
     json_key = "relation_top3"
     taxonomy_kind = "relation"
+    options = RppOptions
     report_columns = (ReportColumn("rpp_accuracy", "accuracy", "RPP Acc", 100),)
 
-    def build(self, samples: Sequence[Sample], units: dict[str, str], options: BuildOptions) -> BuildResult:
-        if options.rpp_definition not in DEFINITIONS:
-            raise ValueError(f"rpp_definition must be one of {sorted(DEFINITIONS)}, got {options.rpp_definition!r}")
+    def build(self, samples: Sequence[Sample], units: dict[str, str], options: Options) -> BuildResult:
         speakers, fields = DEFINITIONS[options.rpp_definition]
         result = BuildResult([])
         k = self.context_size(options)
@@ -79,12 +95,14 @@ class RelationPattern(ClosedSetTask):
                 ))
         return result
 
-    def question_for(self, inst: Instance) -> str:
+    def ask(self, inst: Instance) -> str:
         shown = "shown above as the current turn" if inst.current is not None else "not shown"
         unit = "couple" if inst.scenario == "couple" else "family"
         return (
             f"Question: which relation pattern dominates the {unit}'s interaction at row {inst.row_index} "
             f"(spoken by {inst.given_value('speaker')}; the turn itself is {shown})? Judge the relational "
-            f"organisation between the participants, not one person's emotion.\n\n"
-            + taxonomy.describe("relation", inst.scenario, style="short")
+            f"organisation between the participants, not one person's emotion."
         )
+
+    def label_guide(self, inst: Instance) -> str:
+        return taxonomy.describe("relation", inst.scenario, style="short")

@@ -25,13 +25,14 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..data import taxonomy
-from ..data.config import BuildOptions
 from ..data.schema import THERAPIST, Row, Sample
 from .answers import clean_text, find_json, shown, word_count
 from .context import render_context
+from .options import Options, option
 from .targets import raw_target
 from .task import Task, count, evenly_spaced, json_object, window
 from .types import BuildResult, Instance, JudgeCheck, Parsed, ReportColumn, Rubric, instance_id
@@ -74,8 +75,19 @@ def addressed(names: Sequence[str], sample: Sample) -> str:
     return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
 
 
+@dataclass(frozen=True)
+class RsgOptions:
+    rsg_condition: str = option("none", "what RSG gives beyond the conversation: none, target (whom the turn "
+                                "addresses) or target_strategy", choices=("none", "target", "target_strategy"),
+                                prompt=True)
+    rsg_min_words: int = option(5, "RSG keeps therapist turns of at least this many words", low=0)
+    rsg_per_sample: int = option(0, "RSG keeps at most this many evenly spaced turns per sample (0: all)", low=0)
+
+
 class SupportGeneration(Task):
     name = "rsg"
+    headline = "rsg_llm"
+    options = RsgOptions
     default_context = 5
     closed_set = False
     metric = "support"
@@ -98,7 +110,7 @@ class SupportGeneration(Task):
                    "The real therapists' turns are scored the same way, length and distinct-n at the same rows "
                    "(BERTScore 1 by definition).")
 
-    def build(self, samples: Sequence[Sample], units: dict[str, str], options: BuildOptions) -> BuildResult:
+    def build(self, samples: Sequence[Sample], units: dict[str, str], options: Options) -> BuildResult:
         result = BuildResult([])
         k = self.context_size(options)
         for sample in samples:
@@ -120,7 +132,7 @@ class SupportGeneration(Task):
                 ))
         return result
 
-    def _given(self, row: Row, position: int, sample: Sample, options: BuildOptions, result: BuildResult):
+    def _given(self, row: Row, position: int, sample: Sample, options: Options, result: BuildResult):
         """The task inputs for a therapist row, or None (counted) when the row is left out."""
         scenario = sample.scenario
         if position == 0:

@@ -7,11 +7,12 @@ too, as the paper does "in some instances".
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 from ..data import taxonomy
-from ..data.config import BuildOptions
 from ..data.schema import Sample
+from .options import Options, option
 from .targets import support_rows
 from .task import ClosedSetTask, count, window
 from .types import BuildResult, Instance, ReportColumn, instance_id
@@ -31,15 +32,24 @@ def latest_emotion(sample: Sample, rows: tuple[int, ...], target: str) -> str:
     return ""
 
 
+@dataclass(frozen=True)
+class SspOptions:
+    ssp_target_emotion: bool = option(False, "give SSP the target's latest emotion", prompt=True)
+
+
 class SupportStrategy(ClosedSetTask):
+    """Reads ``stp_targets`` too (the STP task's option): which support targets a row has."""
+
     name = "ssp"
+    headline = "ssp_recall"
+    options = SspOptions
     default_context = 3
     json_key = "strategy_top3"
     taxonomy_kind = "strategy"
     report_columns = (ReportColumn("ssp_recall", "recall@1", "SSP Rec", 100),
                       ReportColumn("ssp_mrr", "mrr", "SSP MRR", 100))
 
-    def build(self, samples: Sequence[Sample], units: dict[str, str], options: BuildOptions) -> BuildResult:
+    def build(self, samples: Sequence[Sample], units: dict[str, str], options: Options) -> BuildResult:
         result = BuildResult([])
         k = self.context_size(options)
         for sample in samples:
@@ -61,11 +71,14 @@ class SupportStrategy(ClosedSetTask):
                 ))
         return result
 
-    def question_for(self, inst: Instance) -> str:
+    def ask(self, inst: Instance) -> str:
         text = (f"Question: the therapist speaks next (row {inst.row_index}, not shown) and will support "
                 f"{inst.given_value('target')}. Which strategy should that move mainly use? Name its main "
                 f"function; prefer the most specific label, with track only when nothing more specific fits.")
         emotion = inst.given_value("target_emotion")
         if emotion:
             text += f"\nThe target's latest annotated internal emotion: {emotion}."
-        return text + "\n\n" + taxonomy.describe("strategy", inst.scenario, style="short")
+        return text
+
+    def label_guide(self, inst: Instance) -> str:
+        return taxonomy.describe("strategy", inst.scenario, style="short")

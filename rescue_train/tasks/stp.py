@@ -7,17 +7,27 @@ sample's therapist rows target when targets are kept as exact sets. The therapis
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..data.config import BuildOptions
 from ..data.schema import GROUP_LABEL, Sample
+from .options import Options, option
 from .targets import candidate_targets, support_rows
 from .task import ClosedSetTask, window
 from .types import BuildResult, Instance, ReportColumn, instance_id
 
 
+@dataclass(frozen=True)
+class StpOptions:
+    stp_targets: str = option("collapse", "multi-person STP targets: collapse to the group label, or set (keep the "
+                              "exact sets)", choices=("collapse", "set"), prompt=True)
+
+
 class SupportTarget(ClosedSetTask):
     name = "stp"
+    headline = "stp_recall"
+    options = StpOptions
+    reasoning_max_new_tokens = 4096
     default_context = 3
     json_key = "target_top3"
     report_columns = (ReportColumn("stp_recall", "recall@1", "STP Rec", 100),
@@ -34,7 +44,7 @@ class SupportTarget(ClosedSetTask):
     def stats_label(self, inst: Instance) -> str:
         return self.class_key(inst.gold)
 
-    def build(self, samples: Sequence[Sample], units: dict[str, str], options: BuildOptions) -> BuildResult:
+    def build(self, samples: Sequence[Sample], units: dict[str, str], options: Options) -> BuildResult:
         result = BuildResult([])
         k = self.context_size(options)
         for sample in samples:

@@ -5,12 +5,12 @@ candidates it asks (``instruction``), the gold answer text (``answer``) and how 
 (``parse``). The converter, the trainers and the evaluator all go through these, so a fine-tuned model is
 evaluated on exactly the prompts it learnt from.
 
-It owns its scoring too, so that no other module needs to know a task by name: how its records are
-aggregated (``metric``, one of ``METRICS``), its fixed label set (``label_space``), the structured-output
-schema of its answers (``answer_schema``), its generation budget (``max_new_tokens``), the texts BERTScore
-compares (``bertscore_texts``), what an LLM judge is asked (``judge_checks``), its report columns
-(``report_columns``), the class it balances under in training (``class_key``) and the label ``stats``
-counts (``stats_label``).
+It owns its settings and scoring too, so that no other module needs to know a task by name: its build options
+(``options``: its ``data.<option>`` keys), how its records are aggregated (``metric``, one of ``METRICS``), its
+fixed label set (``label_space``), the structured-output schema of its answers (``answer_schema``), its
+generation budgets (``max_new_tokens``, ``reasoning_max_new_tokens``), the texts BERTScore compares
+(``bertscore_texts``), what an LLM judge is asked (``judge_checks``), its report columns (``report_columns``),
+the class it balances under in training (``class_key``) and the label ``stats`` counts (``stats_label``).
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from collections import Counter
 from typing import Any, Sequence
 
 from ..data import taxonomy
-from ..data.config import BuildOptions
 from ..data.schema import Sample
 from .answers import find_json, labels_in_text, match_labels
+from .options import Options
 from .types import BuildResult, Instance, JudgeCheck, Parsed, ReportColumn, Rubric
 
 
@@ -35,13 +35,22 @@ class Task:
     metric: str = "ranking"
     # Default generation budget (tokens) per answer format.
     max_new_tokens: dict[str, int] = {"label": 16, "json": 64}
+    # The budget of a model that reasons before answering (its reasoning counts against it): large enough not to
+    # cut it short, still a bound on runaway answers.
+    reasoning_max_new_tokens: int = 8192
+    # The settings ``build`` reads beyond ``context`` (a frozen dataclass of ``option(...)`` fields): each one a
+    # ``data.<name>`` key of every command, its help and checks, unless declared ``key=False``.
+    options: type | None = None
     report_columns: tuple[ReportColumn, ...] = ()
+    # The report column that ranks models on the task (larger is better): not ITP recall, which answering
+    # "yes" always maximises, nor RSG's length.
+    headline: str = ""
     report_note: str = ""  # what the columns mean, printed above a task's own tables
     # Compared with BERTScore (``bertscore_texts``) and asked of a judge (``judge_checks``).
     bertscore: bool = False
     judged: bool = False
 
-    def build(self, samples: Sequence[Sample], units: dict[str, str], options: BuildOptions) -> BuildResult:
+    def build(self, samples: Sequence[Sample], units: dict[str, str], options: Options) -> BuildResult:
         raise NotImplementedError
 
     def instruction(self, inst: Instance, fmt: str) -> str:
@@ -55,7 +64,7 @@ class Task:
     def parse(self, inst: Instance, text: str, fmt: str) -> Parsed:
         raise NotImplementedError
 
-    def context_size(self, options: BuildOptions) -> int:
+    def context_size(self, options: Options) -> int:
         return self.default_context if options.context is None else options.context
 
     def label_space(self) -> dict[str, tuple[str, ...]] | None:
@@ -159,7 +168,17 @@ class ClosedSetTask(Task):
         return f"{question}\n\n{self.options_text(inst)}\n\n{tail}"
 
     def question_for(self, inst: Instance) -> str:
+        """The question a language model reads: the instance's own question, then the label definitions."""
+        guide = self.label_guide(inst)
+        return self.ask(inst) + (f"\n\n{guide}" if guide else "")
+
+    def ask(self, inst: Instance) -> str:
+        """What identifies the instance's question (a classifier reads this, not the definitions)."""
         return self.question
+
+    def label_guide(self, inst: Instance) -> str:
+        """The candidate labels' definitions for a language model; a classifier learns labels from data."""
+        return ""
 
     def answer(self, inst: Instance, fmt: str, value: Any = None) -> str:
         label = inst.gold if value is None else value

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..data.config import BuildOptions
 from ..data.schema import Sample
 from .answers import find_json, shown, text_field
 from .generation import GenerationTask, first_value, speaker_turn
+from .options import Options
 from .task import count, json_object
 from .types import BuildResult, Instance, JudgeCheck, Parsed, ReportColumn, Rubric
 
@@ -51,10 +51,11 @@ def list_viewpoints(items: Sequence[dict[str, Any]] | None) -> str:
 
 class ViewpointPrediction(GenerationTask):
     name = "vp"
+    headline = "vp_llm"
     max_new_tokens = {"label": 256, "json": 256}
     report_columns = (ReportColumn("vp_llm", "judge", "VP LLM"), ReportColumn("vp_bert", "bertscore_f1", "VP BERT", digits=4))
 
-    def build(self, samples: Sequence[Sample], units: dict[str, str], options: BuildOptions) -> BuildResult:
+    def build(self, samples: Sequence[Sample], units: dict[str, str], options: Options) -> BuildResult:
         result = BuildResult([])
         for sample in samples:
             candidates = []

@@ -429,7 +429,7 @@ def test_eval_results_of_er_are_refused(tmp_path):
 def test_config_validation():
     with pytest.raises(ValueError, match="model= names the judge"):
         load_config([])
-    with pytest.raises(ValueError, match="splitter must be one of"):
+    with pytest.raises(ValueError, match="splitter: expected one of default, relate, got 'nltk'"):
         load_config(["model=m", "splitter=nltk"])
     with pytest.raises(ValueError, match="criteria must be auto, relate, or a list"):
         load_config(["model=m", "criteria=[bond_anchoring,warmth]"])
@@ -445,7 +445,7 @@ def test_config_validation():
         load_config(["model=m", "data.split=kfold"])
     with pytest.raises(ValueError, match="bootstrap: expected an int, got 'many'"):
         load_config(["model=m", "bootstrap=many"])
-    with pytest.raises(ValueError, match="token_param must be one of auto, max_completion_tokens, max_tokens"):
+    with pytest.raises(ValueError, match="token_param: expected one of auto, max_completion_tokens, max_tokens"):
         load_config(["model=m", "token_param=tokens"])
 
 

@@ -156,7 +156,7 @@ def test_cli_errors_exit_2_with_a_message(tmp_path, capsys):
     code, _, err = _cli(["no_such.jsonl", "model=m"], capsys)
     assert code == 2 and "no_such.jsonl: no such file or folder" in err
     code, _, err = _cli(["reference", "model=m", "splitter=bad"], capsys)
-    assert code == 2 and "splitter must be one of" in err
+    assert code == 2 and "splitter: expected one of default, relate, got 'bad'" in err
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"messages": "hi"}\n')
     code, _, err = _cli([str(bad), "model=m", "--dry-run"], capsys)

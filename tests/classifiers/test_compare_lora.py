@@ -200,7 +200,7 @@ def test_lora_compare_tiny_two_strategies_end_to_end(sequential, tmp_path):
     out, argv, dry = sequential
     # Dry run: nothing was finished, so it trained the first run to time it; posthoc_la re-ranks that run's scores
     # and counts as no training run.
-    assert "4 runs (4 strategies x folds x 1 seeds): 1 finished, 3 to run; about" in dry
+    assert "4 runs (4 strategies x 1 fold x 1 seed): 1 finished, 3 to run; about" in dry
     assert "; 1 post-hoc variants re-rank the plain runs' saved scores (no training)" in dry
     results = json.loads((out / "results.json").read_text())
     assert results["learner"] == "lora" and list(results["strategies"]) == [
@@ -324,7 +324,7 @@ def _rerun(out: Path, extra: list[str]) -> dict:
 
 @pytest.mark.slow
 def test_lora_runs_in_parallel_predict_what_they_predict_one_after_another(sequential):
-    from rescue_train.executor import usable_cpus
+    from rescue_train.devices import usable_cpus
 
     records = _rerun(sequential[0], ["launch.parallel=2", "launch.gpus_per_run=0"])
     threads = str(max(1, len(usable_cpus()) // 2))

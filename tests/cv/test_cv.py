@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,7 +15,8 @@ import pytest
 
 from rescue_train.cli import main as cli
 from rescue_train.cv.config import load_config
-from rescue_train.cv.plan import eval_dir, family_notes, prepare, run_dir, training_jobs, fold_eval_jobs, zero_shot_job
+from rescue_train.data.splits import fold_notes
+from rescue_train.cv.plan import eval_dir, prepare, run_dir, training_jobs, fold_eval_jobs, zero_shot_job
 from rescue_train.cv.pool import PoolingError, pool
 from rescue_train.executor import Job, Step
 from rescue_train.jobs import LaunchSettings, training_command
@@ -97,10 +99,10 @@ def test_pooling_error_is_one_line_and_exit_2_on_the_command_line(tmp_path, caps
     (["eval.protocol=paper"], "eval.protocol=paper: a fine-tuned model is asked the prompts it trained on"),
     (["eval.backend=openai", "eval.model=x"], "sets model itself"),
     (["eval.backend=openai", "eval.protocol=sft"], "eval.backend=openai: the fold adapters are loaded locally"),
-    (["eval.protocol=nope"], "protocol must be one of sft, paper, rank"),
+    (["eval.protocol=nope"], "protocol: expected one of sft, paper, rank"),
     (["folds=[0,3]"], r"folds=\[0, 3\]: expected distinct folds in 0..2 \(data.folds=3\)"),
     (["folds=[1,1]"], "expected distinct folds"),
-    (["baseline=always"], "baseline must be one of auto, zero_shot, none"),
+    (["baseline=always"], "baseline: expected one of auto, zero_shot, none"),
     (["data.split=holdout"], "data.split=holdout: cross-validation needs kfold"),
     (["train.nope=1"], "unknown key train.nope"),
 ])
@@ -137,11 +139,15 @@ def test_family_note_on_the_bundled_data_names_the_fold_trained_on_couples_only(
     assert len(family_folds) == 1
     (fold,) = family_folds
     n = sum(i.scenario == "family" for i in plan.instances)
-    assert plan.notes == [f"family: all {n} pooled family instances (1 unit) are in fold {fold}, whose model trained "
-                          f"on couples only: the pooled family cells are \"trained on couples, tested on families\""]
-    # Without that fold there is no such cell, hence no note; and the note says so per fold, not per unit.
+    assert plan.notes == [f"family: 0 training instances in the run of test fold {fold}, which tests {n} of the {n} "
+                          f"pooled family instances (all family data is in fold {fold}): family scores measure "
+                          f"couple-to-family transfer. While all family data is in one fold, no fold both trains on "
+                          f"and tests it"]
+    # Without that fold there is no family cell: said so, with the fold that would test family data.
     others = [f for f in range(3) if f != fold]
-    assert family_notes(plan.manifest, plan.instances, others) == []
+    assert fold_notes(plan.manifest, others, Counter(i.unit for i in plan.instances)) == [
+        f"family: 0 test instances (all family data is in fold {fold}): no family scores. Choose "
+        f"data.test_fold={fold} to score family"]
 
 
 def test_the_job_list_trains_every_fold_with_the_shared_manifest_and_evaluates_it_on_its_own_fold(tmp_path):

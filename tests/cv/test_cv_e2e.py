@@ -144,7 +144,7 @@ def test_a_killed_cv_resumes_without_retraining_finished_folds(finished):
     assert set(jobs) == {"train fold 0", "train fold 1", "train fold 2", "eval fold 0", "eval fold 1", "eval fold 2",
                          "eval zero_shot"}
     # What executed each job: a local slot, here without GPUs (one job at a time: all the CPU threads).
-    from rescue_train.executor import usable_cpus
+    from rescue_train.devices import usable_cpus
 
     assert all((job["executor"]["kind"], job["executor"]["gpus"], job["executor"]["threads"]) ==
                ("local", [], str(len(usable_cpus()))) for job in jobs.values())
@@ -171,7 +171,8 @@ def test_the_family_note_is_said_in_the_output_results_and_report(finished):
     out, seen = finished
     pooled = _results(out)
     (note,) = pooled["notes"]
-    assert note.startswith("family: all ") and '"trained on couples, tested on families"' in note
+    assert note.startswith("family: 0 training instances in the run of test fold ") and \
+        "family scores measure couple-to-family transfer" in note
     assert f"note: {note}" in seen["resumed"] and note in (out / "report.md").read_text()
 
 

@@ -12,7 +12,7 @@ from factory import emotion, raw_sample, row, strategy, viewpoint
 
 from rescue_train.cli import main as cli_main
 from rescue_train.convert import ConvertConfig, convert
-from rescue_train.data.config import DataConfig
+from rescue_train.tasks import DataConfig
 
 T = "Therapist"
 WORDS = "I just do not feel heard by you at all."

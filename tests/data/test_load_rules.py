@@ -240,7 +240,7 @@ def test_a_lone_surrogate_in_a_list_of_samples_names_the_item(tmp_path):
 
 def test_a_convert_output_folder_is_not_taken_for_a_benchmark(tmp_path):
     from rescue_train.convert import ConvertConfig, convert
-    from rescue_train.data.config import DataConfig
+    from rescue_train.tasks import DataConfig
 
     convert(ConvertConfig(data=DataConfig(split="none"), output_dir=str(tmp_path / "out"), tasks=["itp"]))
     assert error_of(tmp_path / "out") == (f"{tmp_path / 'out'}: this is an output folder of `rescue-train convert`, "

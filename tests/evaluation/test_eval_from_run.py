@@ -13,7 +13,9 @@ import pytest
 from rescue_train.evaluation.config import load_config
 from rescue_train.evaluation.protocols import messages, prompt_hash
 from rescue_train.evaluation.plan import load_instances
+from rescue_train.evaluation.report import render
 from rescue_train.evaluation.runner import run
+from rescue_train.tasks import render_for_classifier
 
 # settings that change the prompts (mode, answer format, context, RPP rules) and the split
 DATA = ["data.answer_format=json", "data.mode=audiovisual", "data.rpp_definition=A", "data.rpp_include_current=true",
@@ -62,6 +64,11 @@ def test_lora_run_is_evaluated_on_its_own_prompts_and_test_fold(lora_run, tmp_pa
     (results,) = run(cfg)
     assert {r["id"]: r["prompt_hash"] for r in results["records"]} == {k: prompt_hash(p) for k, p in trained.items()}
     assert results["model"]["tokenizer"] == str(lora_run.resolve() / "adapter")  # the run's chat template
+    # fold 1 of this split holds no family instance (all are in its training fold 0): train and eval say so
+    note = ("family: 0 test instances (all family data is in training fold 0): no family scores. Choose "
+            "data.test_fold=0 to score family")
+    assert json.loads((lora_run / "provenance.json").read_text())["data"]["fold_notes"] == [note]
+    assert results["split"]["fold_notes"] == [note] and f": {note}" in render([results])
     # an override of an inherited prompt setting is allowed, and named
     with pytest.warns(UserWarning, match=r"data.answer_format='label' overrides the run's data.answer_format='json'"):
         label = load_config([f"run={lora_run}", "tasks=[ssp,rpp]", "data.answer_format=label"])
@@ -78,12 +85,13 @@ def test_classifier_run_is_evaluated_on_its_own_texts_and_test_fold(tmp_path):
                  f"output_dir={out}"]) == 0
     cfg = load_config([f"run={out}", "model=tiny", "tasks=[rpp]"])
     assert (cfg.data.mode, cfg.data.rpp_definition, cfg.data.test_fold, cfg.adapter) == ("audiovisual", "A", 1, None)
-    prompts = _eval_prompts(cfg)
-    texts = {i: r["text"] for i, r in _test_rows(out, "rpp", "cls").items()}
+    instances = {inst.id: inst for inst in load_instances(cfg).instances["rpp"]}
+    rows = _test_rows(out, "rpp", "cls")
     predicted = {json.loads(line)["id"] for line in (out / "predictions.jsonl").read_text().splitlines()}
-    assert prompts and set(prompts) == set(texts) == predicted
-    for key, prompt in prompts.items():
-        assert prompt[-1]["content"] == texts[key], key
+    assert instances and set(instances) == set(rows) == predicted
+    for key, inst in instances.items():  # the classifier's own input, from the instances eval builds
+        assert {k: rows[key][k] for k in ("text", "query", "conversation")} == \
+            render_for_classifier(inst, cfg.data.mode), key
 
 
 @pytest.mark.slow

@@ -57,7 +57,7 @@ def test_records_from_text_and_from_scores(instances):
 
 
 def test_config_errors_are_clear():
-    with pytest.raises(ValueError, match="protocol must be one of"):
+    with pytest.raises(ValueError, match="protocol: expected one of sft, paper, rank, got 'zero'"):
         load_config(["protocol=zero"])
     with pytest.raises(ValueError, match="tasks must be one of"):
         load_config(["tasks=[itp,xyz]"])
@@ -81,4 +81,4 @@ def test_eval_command(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "itp: n=2 parse failures=0" in out and f"{tmp_path}/results.json" in out
     assert main(["eval", "model=tiny", "backend=nope"]) == 2
-    assert "backend must be one of" in capsys.readouterr().err
+    assert "backend: expected one of hf, vllm, openai, got 'nope'" in capsys.readouterr().err

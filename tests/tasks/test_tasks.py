@@ -5,7 +5,7 @@ from collections import Counter
 import pytest
 from factory import emotion, row, sample, strategy, viewpoint
 
-from rescue_train.data.config import BuildOptions
+from rescue_train.tasks import BuildOptions
 from rescue_train.tasks import TASKS, build, render
 from rescue_train.tasks.task import evenly_spaced, window
 
