@@ -64,6 +64,8 @@ def describe_split(results: dict[str, Any]) -> str:
             if scheme == "kfold" and folds else "?")
     if config.get("limit"):
         text += f", limit {config['limit']}"
+    if config.get("sample"):
+        text += f", sample {config['sample']} (seed {config.get('seed', 0)})"
     return text + (", includes training data" if results.get("includes_training_data") else "")
 
 

@@ -28,8 +28,8 @@ or data=PATH for data.source=PATH): {', '.join(names_in('configs/data'))}. More 
 docs/classifiers.md. The keys below are the given recipe's kind (LoRA when none is given).
 
 A LoRA run writes output_dir (default runs/<name>/<model>/fold<test_fold>): adapter/, config.yaml,
-provenance.json, README.md (its model card), logs/ (tensorboard --logdir runs); evaluate it with
-rescue-train eval run=OUTPUT_DIR. A classifier run writes its model, test-fold predictions and metrics.json."""
+provenance.json, README.md (its model card), logs/ (tensorboard --logdir runs), loss.png; evaluate it with
+rescue-train eval run=OUTPUT_DIR protocol=rank. A classifier run writes its model, test-fold predictions and metrics.json."""
 
 
 def recipe_of(words: list[str]) -> str | None:
@@ -109,8 +109,32 @@ def run(cfg) -> None:
     run_dir = train_lora(cfg)
     if main_process:
         say_fold_notes(run_dir)
-        print(f"adapter: {run_dir / 'adapter'}; run folder {run_dir} (config.yaml, provenance.json, README.md, logs/)")
-        print(f"evaluate it on its test fold: rescue-train eval run={run_dir}")
+        print(finished_line(run_dir))
+        print(f"adapter: {run_dir / 'adapter'}; run folder {run_dir} (config.yaml, provenance.json, README.md, logs/, "
+              "loss.png)")
+        print(f"evaluate it on its test fold: {next_step(cfg, run_dir)}")
+
+
+def finished_line(run_dir: Path) -> str:
+    """The end of a run in one line: its steps and time, its training loss (over the whole run, resumed or not) and
+    last validation loss."""
+    from ..io import read_json
+
+    prov = read_json(run_dir / "provenance.json", {"global_step": int}, "a training run's provenance")
+    metrics = {**(prov.get("metrics") or {}), **({"train_loss": prov["train_loss"]} if prov.get("train_loss") else {})}
+    losses = "".join(f", {name} {metrics[key]:.4g}" for key, name in (("train_loss", "train loss"),
+                                                                     ("eval_loss", "validation loss"))
+                     if isinstance(metrics.get(key), (int, float)))
+    return f"finished: {prov['global_step']} steps in {prov.get('train_seconds', 0):.0f} s{losses}"
+
+
+def next_step(cfg, run_dir: Path) -> str:
+    """The evaluation a run is scored by: closed-set tasks ranked (every candidate scored, no parse failures),
+    as the comparisons and cv score them; a run of generation tasks only is asked with its training prompts."""
+    from ..tasks import TASKS
+
+    ranked = any(TASKS[task].closed_set for task in cfg.tasks)
+    return f"rescue-train eval run={run_dir}" + (" protocol=rank" if ranked else "")
 
 
 COMMAND = Command("train", usage, load, run, schema_for=schema_for, extra_keys=("recipe", "model", "data"))

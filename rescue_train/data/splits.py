@@ -251,3 +251,28 @@ def fold_notes(manifest: SplitManifest, folds: int | Sequence[int], instances_pe
                          f"{homes[0]} to score {scenario}" + ("" if trained or not free else
                                                             f", or another ({', '.join(map(str, free))}) to train on it"))
     return notes
+
+
+def spread_sample(items: Sequence, n: int, seed: int) -> list:
+    """``n`` of ``items`` (anything with a ``unit``) spread over their units, in their order: the units are
+    shuffled with ``seed`` and taken in turn, one item of each (drawn with the same seed) per round, so that a
+    small sample holds as many units, and couples and families alike, as it can (``limit`` takes the first ``n``:
+    often one unit)."""
+    import random
+
+    if n >= len(items):
+        return list(items)
+    draw = random.Random(seed)
+    by_unit: dict[str, list[int]] = {}
+    for index, item in enumerate(items):
+        by_unit.setdefault(item.unit, []).append(index)
+    units = sorted(by_unit)
+    draw.shuffle(units)
+    for indices in by_unit.values():
+        draw.shuffle(indices)
+    chosen: list[int] = []
+    while len(chosen) < n:
+        for unit in units:
+            if by_unit[unit] and len(chosen) < n:
+                chosen.append(by_unit[unit].pop())
+    return [items[i] for i in sorted(chosen)]

@@ -66,9 +66,12 @@ class EvalConfig(ApiOptions, EngineOptions):
         "score a trained model on samples its run trained or validated on (results then say 'includes "
         "training data')", hashed=False))
     seed: int = field(default=0, metadata=meaning(
-        "the backend's sampling seed (the split seed is data.split_seed)", low=0))
+        "the backend's sampling seed, and sample='s draw (the split seed is data.split_seed)", low=0))
     limit: Optional[int] = field(default=None, metadata=meaning(
-        "at most this many instances per task (smoke runs)", low=1, hashed=False))
+        "at most this many instances per task, the first ones (smoke runs)", low=1, hashed=False))
+    sample: Optional[int] = field(default=None, metadata=meaning(
+        "this many instances per task spread over the units, drawn with seed (a small representative run)", low=1,
+        hashed=False))
     output_dir: Optional[str] = field(default=None, metadata=meaning(
         "default runs/eval/<model>[+<adapter>]/<protocol>", hashed=False))
     overwrite: bool = field(default=False, metadata=meaning(
@@ -82,7 +85,7 @@ class EvalConfig(ApiOptions, EngineOptions):
         "vllm: engine processes, each on its own tensor_parallel_size GPUs (on CPU its share of the threads), "
         "each predicting a share of the instances into the one results folder", low=1, hashed=False))
     constrained: bool = field(default=True, metadata=meaning(
-        "structured outputs where the backend has them (vllm; json mode for openai)"))
+        "answers held to the candidate labels or JSON schema (hf, vllm; openai: JSON only); false: free"))
     rank_score: str = field(default="sum", metadata=meaning(
         "sum = log P(answer and end of turn); mean = per token", choices=RANK_SCORES))
     calibration: str = field(default="none", metadata=meaning(
@@ -94,6 +97,8 @@ class EvalConfig(ApiOptions, EngineOptions):
         "calibration=prior: tau; null: chosen on the run's validation fold by balanced accuracy", low=0,
         hashed=False))
     progress: bool = field(default=True, metadata=meaning("progress bars", hashed=False))
+    verbose: bool = field(default=False, metadata=meaning(
+        "the engine's own output on the console too (default: in the run folder's eval.log)", hashed=False))
     allow_empty_answers: bool = field(default=False, metadata=meaning(
         "score a run even when most server answers were empty (they count as failures, reason empty)", hashed=False))
     # The scorers decide the scores, not the predictions: they have their own identity (scoring_identity).

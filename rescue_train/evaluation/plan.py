@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..data import load_benchmark
-from ..data.splits import SplitManifest, assign_units, load_or_make_manifest, make_manifest
+from ..data.splits import SplitManifest, assign_units, load_or_make_manifest, make_manifest, spread_sample
 from ..tasks import Instance, build
 from .config import EvalConfig
 from .models import ModelSpec, model_name, resolve_model
@@ -55,9 +55,11 @@ class Benchmark:
             folds, keep = None, {unit for unit, role in manifest.roles().items() if role == "test"}
         else:
             folds = None
-        limit = self.cfg.limit
+        limit, sample = self.cfg.limit, self.cfg.sample
         instances = {task: [i for i in built if keep is None or i.unit in keep][:limit]
                      for task, built in self.built.items()}
+        if sample:
+            instances = {task: spread_sample(chosen, sample, self.cfg.seed) for task, chosen in instances.items()}
         split = {"scheme": manifest.scheme, "manifest_hash": manifest.hash, "seed": manifest.seed, "k": manifest.k,
                  "test_fold": folds[0] if folds and len(folds) == 1 else None, "test_folds": folds,
                  "manifest_notes": manifest.notes}

@@ -7,6 +7,11 @@
 * ``rank``: for the closed-set tasks, every candidate's answer text (in ``data.answer_format``) is scored by
   its log-likelihood after the sft prompt: a full ranking, no parse failures, no generated tokens. The
   generation tasks (ER, VP, RSG), which have no candidates, are generated with the sft prompts.
+
+Generated answers are decoded greedily, constrained (``constrained=true``, the default) to the candidate labels or
+the answer's JSON schema by the same grammar engine on both local backends (xgrammar, inside vLLM and through a
+logits processor on hf), so that a protocol name means one decoding whatever runs it; :func:`decoding` says
+which decoding a result had, and its row says so when it was not constrained.
 """
 
 from __future__ import annotations
@@ -55,6 +60,19 @@ def constraint(inst: Instance, protocol: str, fmt: str = "label") -> dict[str, A
     """Structured-output constraint for the answer: the candidate labels, the answer's JSON schema, or
     None for free text."""
     return TASKS[inst.task].answer_schema(inst, answer_format(protocol, fmt))
+
+
+def decoding(protocol: str, constrained: bool, backend: dict[str, Any], fmt: str = "label") -> str:
+    """How a result's generated answers were decoded: ``constrained`` (labels and JSON held to their constraint),
+    ``free``, or on an API backend, which constrains JSON answers (its ``structured`` mode) but never labels, ``free
+    labels`` where the protocol asks for labels. ``backend`` is the backend's description (``Backend.info``)."""
+    if not constrained:
+        return "free"
+    if backend.get("structured_outputs"):
+        return "constrained"
+    if backend.get("structured", "none") != "none":
+        return "constrained" if answer_format(protocol, fmt) == "json" else "free labels"
+    return "free"
 
 
 def base_record(inst: Instance, protocol: str, prompt: Messages) -> dict[str, Any]:

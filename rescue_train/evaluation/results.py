@@ -13,6 +13,7 @@ from ..scoring.metric_uncertainty import result_uncertainty
 from ..scoring.metrics import aggregate, table5_row, task_labels
 from .config import to_dict
 from .models import model_name
+from .protocols import decoding
 from .run_folder import RESULTS_FORMAT, scoring_identity
 from .usage import usage_totals
 
@@ -60,6 +61,7 @@ def write_results(cfg, spec, variant, data, backend_info, identity, folder, reco
         "includes_training_data": variant.training_data is not None,
         "training_data": variant.training_data,
         "backend": backend_info,
+        "decoding": decoding(cfg.protocol, cfg.constrained, backend_info, cfg.data.answer_format),
         "versions": versions(),
         "git_commit": git_commit(),
         "executor": executor_info(),

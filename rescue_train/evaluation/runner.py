@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from contextlib import ExitStack
 
+from ..console import chatter_to
 from ..data.splits import fold_notes
 from ..inference.factory import backend_class, check_model
 from ..folders import output_folder, own_folder
@@ -68,22 +69,24 @@ def run(cfg: EvalConfig, *, backend=None, judge_backend=None) -> list[dict]:
             for scorer in scorers:
                 scorer.check([task for task in cfg.tasks if scorer.applies(task)])
             lazy = LazyBackend(cfg, spec, backend)
-            try:
-                if cfg.data_parallel > 1 and backend is None:
-                    for same, data in _same_instances(planned):
-                        predict_sharded(same[0].cfg, spec, same, data)
-                predicted = [(v, d, predict_variant(v.cfg, spec, v, d, lazy)) for v, d in planned]
-                for variant, data, done in predicted:
-                    ids = [i.id for task in cfg.tasks for i in data.instances[task]]
-                    records = [done.records[i] for i in ids]
-                    variant.calibration = calibrate(variant.cfg, records, variant, benchmark.built,
-                                                    lambda asked, v=variant: predict(
-                                                        lazy.get(), asked, protocol="rank", mode=v.cfg.data.mode,
-                                                        adapter=v.adapter, rank_score=v.cfg.rank_score,
-                                                        answer_format=v.cfg.data.answer_format))
-                    done.records.update(zip(ids, records))
-            finally:
-                lazy.close()  # every prediction is made: free the device before a local judge model or engine starts
+            log = (chosen[0].output if len(chosen) == 1 else chosen[0].output.parent) / "eval.log"
+            with chatter_to(log, verbose=cfg.verbose or not backend_class(cfg.backend).chatty):
+                try:
+                    if cfg.data_parallel > 1 and backend is None:
+                        for same, data in _same_instances(planned):
+                            predict_sharded(same[0].cfg, spec, same, data)
+                    predicted = [(v, d, predict_variant(v.cfg, spec, v, d, lazy)) for v, d in planned]
+                    for variant, data, done in predicted:
+                        ids = [i.id for task in cfg.tasks for i in data.instances[task]]
+                        records = [done.records[i] for i in ids]
+                        variant.calibration = calibrate(variant.cfg, records, variant, benchmark.built,
+                                                        lambda asked, v=variant: predict(
+                                                            lazy.get(), asked, protocol="rank", mode=v.cfg.data.mode,
+                                                            adapter=v.adapter, rank_score=v.cfg.rank_score,
+                                                            answer_format=v.cfg.data.answer_format))
+                        done.records.update(zip(ids, records))
+                finally:
+                    lazy.close()  # every prediction is made: free the device before a local judge model or engine starts
             for variant, data, done in predicted:
                 check_empty_answers(variant.cfg, variant, [done.records[i.id] for task in cfg.tasks
                                                            for i in data.instances[task]])

@@ -23,7 +23,8 @@ def _plain_name(results: dict[str, Any]) -> str:
     base = model.get("name") or (model_name(model["base"]) if model.get("base") else None)
     if model.get("adapter") and base and base not in label:
         label = f"{base} + {label}"
-    name = f"{label} [{cfg.get('protocol', '?')}]"
+    free = results.get("decoding") not in (None, "constrained")  # the default goes unsaid
+    name = f"{label} [{cfg.get('protocol', '?')}{', ' + results['decoding'] if free else ''}]"
     if cfg.get("judge", {}).get("vp_scale") == "ref0to6":
         name += " (VP judge 0-6)"
     return name

@@ -9,7 +9,8 @@
   data fingerprint, seed, base model, final metrics (the Trainer's, of the last session), and the whole run's
   ``train_seconds``, ``train_loss`` (mean per step) and ``sessions`` (each start, steps, seconds and loss);
 * ``data/`` – the converted datasets and the split manifest of this run;
-* ``checkpoints/`` – trainer checkpoints (resume); ``logs/`` – TensorBoard events.
+* ``checkpoints/`` – trainer checkpoints (resume); ``logs/`` – TensorBoard events; ``loss.png`` – training and
+  validation loss over the steps.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import hashlib
 import json
 import logging
 import shutil
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -174,6 +175,29 @@ def run(cfg: LoraRunConfig) -> Path:
     return run_dir
 
 
+@contextmanager
+def interrupts_name_the_step(trainer):
+    """Ctrl-C, or the SIGTERM with which ``accelerate launch`` stops its training process on Ctrl-C (and SLURM a job
+    at its time limit), ends training with one line naming the step (the command prints it and exits 130): the run
+    resumes from its last checkpoint when the same command runs again."""
+    import signal
+    import threading
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, stop) if main_thread else None
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(f"interrupted at step {trainer.state.global_step}; rerun the same command to "
+                                "resume") from None
+    finally:
+        if main_thread and previous is not None:  # None: a handler not set from Python, left as it is
+            signal.signal(signal.SIGTERM, previous)
+
+
 def _train(cfg: LoraRunConfig, run_dir: Path, checkpoint: str | None, args, dtype) -> None:
     from .trainer import RescueSFTTrainer
 
@@ -209,7 +233,12 @@ def _train(cfg: LoraRunConfig, run_dir: Path, checkpoint: str | None, args, dtyp
         write_json_atomic(run_dir / "provenance.json", provenance(cfg, resolved, base_path, train_data, {
             "status": "running", "resumed_from": checkpoint, "dropped_too_long": dropped, **template,
             "batching": trainer.batching}))
-    result = trainer.train(resume_from_checkpoint=checkpoint)
+    if checkpoint and is_main:
+        state = read_json(Path(checkpoint) / "trainer_state.json", {"global_step": int}, "a checkpoint's trainer state")
+        print(f"resuming from {Path(checkpoint).name}, step {state['global_step']} of {state.get('max_steps', '?')}",
+              flush=True)
+    with interrupts_name_the_step(trainer):
+        result = trainer.train(resume_from_checkpoint=checkpoint)
     run_summary = trainer.run_summary(result)
     metrics = dict(result.metrics)  # the Trainer's, of this session; run_summary's cover the run
     evals = [e for e in trainer.state.log_history if "eval_loss" in e]  # the trainer evaluates the last step too
@@ -225,4 +254,25 @@ def _train(cfg: LoraRunConfig, run_dir: Path, checkpoint: str | None, args, dtyp
             # how batches were formed, and their measured real-token share (over this process's steps)
             "batching": trainer.batching, "non_pad_share": trainer.non_pad_share()}))
         write_model_card(run_dir)
+        plot_loss(trainer.state.log_history, run_dir / "loss.png")
     args.distributed_state.wait_for_everyone()
+
+
+def plot_loss(history: list[dict[str, Any]], path: Path) -> None:
+    """Training and validation loss over the optimiser steps, from the trainer's log history (a run resumed
+    from a checkpoint has that checkpoint's history too), as ``loss.png`` in the run folder."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6, 3.5))
+    for key, label in (("loss", "train"), ("eval_loss", "validation")):
+        points = [(entry["step"], entry[key]) for entry in history if key in entry and "step" in entry]
+        if points:
+            axes.plot(*zip(*points), marker="o" if len(points) < 20 else None, label=label)
+    axes.set(xlabel="optimiser step", ylabel="loss", title=path.parent.name)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)

@@ -122,10 +122,35 @@ class RowColumnsCollator:
         return batch
 
 
+def count_warmup_from_one(scheduler, warmup: int):
+    """``scheduler`` (a transformers schedule, a LambdaLR) with its warmup counted from the first optimiser step: step
+    k of ``warmup`` gets k / warmup of the learning rate. transformers starts at 0 / warmup, so a run's first step
+    learnt nothing (the whole warmup at a few steps: a two-step run trained one step); after the warmup the
+    schedule is unchanged."""
+    from torch.optim.lr_scheduler import LambdaLR
+
+    def counted(schedule):
+        return lambda step: schedule(step + 1) if step < warmup else schedule(step)
+
+    for group, initial in zip(scheduler.optimizer.param_groups, scheduler.base_lrs):
+        group["lr"] = initial  # as before the schedule: the new one starts from the initial rates
+    return LambdaLR(scheduler.optimizer, [counted(schedule) for schedule in scheduler.lr_lambdas])
+
+
 SESSIONS = "sessions.json"  # in each checkpoint: the sessions of the run up to it
 
 
 class RescueSFTTrainer(SFTTrainer):
+    def create_scheduler(self, num_training_steps: int, optimizer=None):
+        from torch.optim.lr_scheduler import LambdaLR
+
+        if self.lr_scheduler is None:
+            schedule = super().create_scheduler(num_training_steps, optimizer)
+            warmup = self.args.get_warmup_steps(num_training_steps)
+            if warmup > 0 and isinstance(schedule, LambdaLR):
+                self.lr_scheduler = count_warmup_from_one(schedule, warmup)
+        return self.lr_scheduler
+
     def __init__(self, *args, batching: str = "length_grouped", candidate_loss: CandidateLoss | None = None,
                  **kwargs):
         """``batching`` orders weighted draws (see :class:`EpochWeightedSampler`): ``length_grouped`` into

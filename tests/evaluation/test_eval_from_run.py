@@ -95,6 +95,26 @@ def test_classifier_run_is_evaluated_on_its_own_texts_and_test_fold(tmp_path):
 
 
 @pytest.mark.slow
+def test_chat_shows_one_instance_its_answer_and_every_candidates_probability(lora_run, capsys):
+    """rescue-train chat RUN: the run's own prompt for the instance asked, the constrained answer (in the run's JSON
+    answer format), the gold, and a probability per candidate summing to 1."""
+    cfg = load_config([f"run={lora_run}", "tasks=[ssp]"])
+    inst = load_instances(cfg).instances["ssp"][2]
+    capsys.readouterr()
+    assert command("chat")([str(lora_run), "tasks=[ssp]", "instance=2"]) == 0
+    shown = capsys.readouterr().out
+    prompt, rest = shown.split("--- answer (sft, constrained)\n")
+    assert prompt == "".join(f"--- {m['role']}\n{m['content']}\n"
+                             for m in messages(inst, "sft", cfg.data.mode, cfg.data.answer_format))
+    answer, rest = rest.split("--- gold\n")
+    assert answer.startswith('{"strategy_top3":')  # held to the answer's schema (the random model then idles)
+    rows = rest.split("normalised over the candidates)\n")[1].splitlines()[:-1]
+    assert sorted(row.split()[1] for row in rows) == sorted(inst.candidates)
+    assert sum(float(row.split()[0].rstrip("%")) for row in rows) == pytest.approx(100, abs=0.01 * len(rows))
+    assert f"({inst.id}, ssp, instance 2 of" in shown
+
+
+@pytest.mark.slow
 def test_prior_calibration_of_a_trained_run(lora_run, tmp_path):
     """calibration=prior: the class prior of the run's training fold, tau chosen on its validation fold (ranked
     once more); a fixed calibration_tau asks no validation instance."""

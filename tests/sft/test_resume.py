@@ -147,6 +147,7 @@ def test_a_run_killed_by_sigkill_is_refused_until_resumed_into_the_uninterrupted
     provenance = json.loads((killed / "provenance.json").read_text())
     step = int(provenance["resumed_from"].rsplit("-", 1)[1])
     assert step >= 12 and provenance["global_step"] == 14
+    assert f"resuming from checkpoint-{step}, step {step} of 14\n" in resumed.stdout
     assert adapter_bytes(killed) == adapter_bytes(whole) and provenance["batching"] == "length_grouped"
     assert_covers_the_run(provenance, json.loads((whole / "provenance.json").read_text()), step)
     assert find_adapter(killed)[0] == killed / "adapter"
