@@ -102,10 +102,11 @@ def closed_set_rows():
     from rescue_train.convert import sft_row
     from rescue_train.data import load_samples
     from rescue_train.evaluation.protocols import rank_request
-    from rescue_train.tasks import CLOSED_SET_TASKS, build
+    from rescue_train.tasks import CLOSED_SET_TASKS, BuildOptions, build
 
-    samples = load_samples("bundled")
-    instances = [inst for task in CLOSED_SET_TASKS for inst in build(task, samples).instances[:2]]
+    samples = load_samples("bundled")[:4]
+    instances = [inst for task in CLOSED_SET_TASKS for inst in build(task, samples, BuildOptions(context=3)).instances[:2]]
+    assert sorted({i.task for i in instances}) == sorted(CLOSED_SET_TASKS)
     rows = [sft_row(inst, "dialogue", "label") for inst in instances]
     columns = candidate_columns([i.task for i in instances], [i.scenario for i in instances],
                                 [i.to_record() for i in instances], "label")
