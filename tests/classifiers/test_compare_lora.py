@@ -272,7 +272,8 @@ def test_lora_compare_tiny_two_strategies_end_to_end(sequential, tmp_path):
     assert cli(["compare", *cls_argv]) == 0
     assert cli(["compare", f"merge=[{out},{tmp_path / 'cls'}]", f"output_dir={tmp_path / 'all'}", "plots=false"]) == 0
     merged = json.loads((tmp_path / "all" / "results.json").read_text())
-    assert list(merged["strategies"]) == ["lora:none", "lora:sqrt_sampling_sqrt_weights", "sklearn:none",
+    assert list(merged["strategies"]) == ["lora:none", "lora:sqrt_sampling_sqrt_weights", "lora:logit_adjusted",
+                                          "lora:balanced_softmax", "lora:posthoc_la", "sklearn:none",
                                           "sklearn:inverse_freq"]
     both = merged["scopes"]["both"]
     assert both["n"] == len(tested) and both["strategies"]["lora:none"]["estimate"] == \
