@@ -135,9 +135,13 @@ class LossInputs:
     settings: Any
 
 
-# losses by name: (logits, targets, class weights or None, LossInputs) -> scalar loss
+# losses by name: (logits, targets, class weights or None, LossInputs) -> scalar loss. A LoRA run's "ce" is the
+# answer tokens' loss alone; with any other loss it adds that loss over the instance's candidate answers, their
+# log-likelihoods as the logits (rescue_train.sft.candidates), "candidate_ce" being the plain softmax cross-entropy
+# there (for a classifier, whose classes are its candidates, the same as "ce").
 LOSSES: dict[str, Callable[..., Any]] = {
     "ce": lambda logits, targets, weight, inputs: cross_entropy(logits, targets, weight),
+    "candidate_ce": lambda logits, targets, weight, inputs: cross_entropy(logits, targets, weight),
     "focal": lambda logits, targets, weight, inputs: focal_loss(logits, targets, inputs.settings.gamma, weight),
     "ldam": lambda logits, targets, weight, inputs: ldam_loss(logits, targets, inputs.margins,
                                                               inputs.settings.ldam_scale, weight),
@@ -304,6 +308,8 @@ for _strategy in (
              loss="ldam", class_weights="effective", deferred=True),
     Strategy("logit_adjusted", "logit-adjusted cross-entropy, z + tau*log(pi) while training", loss="logit_adjusted"),
     Strategy("balanced_softmax", "balanced softmax, z + log(n_c) while training", loss="balanced_softmax"),
+    Strategy("candidate_ce", "softmax cross-entropy over the candidate answers' log-likelihoods (LoRA: beside the "
+             "answer tokens' loss)", loss="candidate_ce"),
     Strategy("posthoc_la", "post-hoc logit adjustment z - tau*log(pi), tau chosen on the validation fold",
              posthoc="tuned"),
     Strategy("oversample", SAMPLING["oversample"], sampling="oversample"),

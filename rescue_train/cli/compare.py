@@ -43,6 +43,12 @@ def load(inputs: list[str], overrides: list[str]):
     return load_config(overrides)
 
 
+def reranks(config, strategy: str) -> bool:
+    from ..compare.lora import reranks as lora_reranks
+
+    return config.learner == "lora" and lora_reranks(strategy)
+
+
 def counted(n: int, noun: str, plural: str = "") -> str:
     return f"{n} {noun if n == 1 else plural or noun + 's'}"
 
@@ -60,11 +66,14 @@ def run(config) -> None:
         if config.dry_run:
             estimate = results["dry_run"]
             left = estimate["seconds_left"]
-            print(f"{estimate['runs']} runs ({counted(len(config.strategies), 'strategy', 'strategies')} x "
+            trained = sum(not reranks(config, s) for s in config.strategies)
+            print(f"{estimate['runs']} runs ({counted(trained, 'strategy', 'strategies')} x "
                   f"{counted(estimate['folds'], 'fold')} x {counted(len(config.seeds), 'seed')}): "
                   f"{estimate['finished']} finished, {estimate['to_run']} to run"
                   + ("" if left is None else f"; about {estimate['seconds_per_run']:.0f} s per run (mean of the "
-                     f"finished runs), so about {left / 3600:.2f} h left"))
+                     f"finished runs), so about {left / 3600:.2f} h left")
+                  + (f"; {estimate['reranked']} post-hoc variants re-rank the plain runs' saved scores (no "
+                     "training)" if estimate["reranked"] else ""))
             return
     print((out / "results.md").read_text())
     print(f"wrote {out}/results.json, results.md" + "".join(f", {p}" for p in results.get("plots", [])))

@@ -141,3 +141,51 @@ def lora_record(config: CompareConfig, splits: dict, space: LabelSpace, strategy
                                            "prediction_hash": results["prediction_hash"],
                                            "backend": results["backend"]}},
             "predictions": predictions}
+
+
+# Post-hoc strategies of LoRA runs re-rank the saved rank scores of the plain run of the same fold and seed: no
+# training of their own. tau = 1 is the adjustment that is Bayes-optimal for the balanced error (Menon et al. 2021);
+# the plain run ranks only its test fold, so there are no validation scores to choose another on.
+POSTHOC_BASE = "none"
+POSTHOC_TAU = 1.0
+
+
+def reranks(strategy: str) -> bool:
+    """Whether a LoRA comparison's ``strategy`` is a post-hoc adjustment of another run's scores (no training)."""
+    from ..rebalance import STRATEGIES
+
+    return STRATEGIES[strategy].posthoc != "none"
+
+
+def posthoc_record(config: CompareConfig, splits: dict, space: LabelSpace, strategy: str, base: dict[str, Any],
+                   base_path: Path) -> dict[str, Any]:
+    """``base`` (the plain run's record) re-ranked under ``strategy``: each candidate's score becomes
+    log p(c | x) - tau log pi_c (``calibration=prior`` of the evaluator, rescue_train.scoring.calibration), pi the
+    add-one smoothed class prior of the task and scenario in the fold's training instances."""
+    import time
+
+    from ..scoring.calibration import calibrated, class_prior, ranking
+    from ..scoring.metrics import instance_scores
+    from ..tasks import get_task
+
+    started = time.perf_counter()
+    class_of = get_task(config.task).class_key
+    trained: dict[str, list[str]] = {}
+    for row in splits["train"].rows:
+        trained.setdefault(row["scenario"], []).append(class_of(row["label"]))
+    predictions = []
+    for p in base["predictions"]:
+        candidates = list(p["label_scores"])
+        prior = class_prior(trained.get(p["scenario"], []), list(dict.fromkeys(class_of(c) for c in candidates)))
+        scores = calibrated({"id": p["id"], "loglik": p["label_scores"]}, "prior", prior=prior, tau=POSTHOC_TAU,
+                            class_of=class_of)
+        order = ranking(scores, candidates)
+        instance_scores(config.task, p["gold"], order)  # the ranking must score as a prediction of the task
+        predictions.append({**p, "prediction": order, "label_scores": scores})
+    return {**{k: base[k] for k in ("fold", "seed", "train_counts", "sizes")}, "strategy": strategy,
+            "tau": POSTHOC_TAU, "seconds": time.perf_counter() - started, "train_seconds": 0.0,
+            "learner_info": {"reranks": str(base_path), "calibration": "prior", "tau": POSTHOC_TAU,
+                             "tau_note": "fixed: the plain run ranks no validation fold",
+                             "manifest_hash": base["learner_info"]["manifest_hash"],
+                             "rank_eval": base["learner_info"]["rank_eval"]},
+            "predictions": predictions}

@@ -84,11 +84,19 @@ def run_all(config: CompareConfig, out: Path, rows, manifest, space: LabelSpace,
     folds = config.test_folds if config.test_folds is not None else list(range(manifest.k))
     jobs = [(s, f, seed) for s in config.strategies for f in folds for seed in config.seeds]
     path_of = {job: out / "runs" / job[0] / f"fold{job[1]}_seed{job[2]}.json" for job in jobs}
+    derived = set()  # LoRA post-hoc variants: the plain run's scores re-ranked, no training of their own
+    if config.learner == "lora":
+        from .lora import reranks
+
+        derived = {job for job in jobs if reranks(job[0])}
+    all_jobs, jobs = jobs, [job for job in jobs if job not in derived]
     todo = [job for job in jobs if not path_of[job].exists()]
     if config.dry_run:
         jobs = [job for job in jobs if job not in todo] or todo[:1]
     if config.learner == "lora":
         run_lora_jobs(config, out, rows, manifest, space, run_hash, [job for job in jobs if job in todo], path_of)
+        jobs += rerank_lora_runs(config, rows, manifest, space, run_hash, sorted(derived, key=all_jobs.index),
+                                 path_of)
     records, cache = [], {}
     for job in tqdm(jobs, desc=f"compare {config.task} ({config.learner})", unit="run"):
         strategy, fold, seed = job
@@ -104,8 +112,31 @@ def run_all(config: CompareConfig, out: Path, rows, manifest, space: LabelSpace,
             record = read_json(path, RUN_RECORD_FIELDS, "a comparison run's record")
         records.append(record)
     if config.dry_run:
-        return _estimate(records, len(path_of), sum(not path_of[job].exists() for job in path_of), len(folds))
-    return records
+        trained = [job for job in path_of if job not in derived]
+        records = [r for r, job in zip(records, jobs) if job not in derived]
+        return {**_estimate(records, len(trained), sum(not path_of[job].exists() for job in trained), len(folds)),
+                "reranked": len(derived)}
+    return [records[jobs.index(job)] for job in all_jobs]
+
+
+def rerank_lora_runs(config: CompareConfig, rows, manifest, space: LabelSpace, run_hash: str, derived: list[tuple],
+                     path_of: dict) -> list[tuple]:
+    """Write the record of each post-hoc variant whose plain run is recorded (its scores re-ranked, no model run);
+    returns the variants now recorded."""
+    from ..io import read_json
+    from .lora import POSTHOC_BASE, posthoc_record
+
+    done = []
+    for job in derived:
+        strategy, fold, seed = job
+        base = path_of.get((POSTHOC_BASE, fold, seed))
+        if not path_of[job].exists() and base is not None and base.exists():
+            record = read_json(base, RUN_RECORD_FIELDS, "a comparison run's record")
+            splits = fold_data(rows, manifest, space, fold)
+            _store(posthoc_record(config, splits, space, strategy, record, base), path_of[job], manifest, run_hash)
+        if path_of[job].exists():
+            done.append(job)
+    return done
 
 
 def check_settings(config: CompareConfig, out: Path) -> str:

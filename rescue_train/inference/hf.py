@@ -307,32 +307,40 @@ class HFBackend(Backend):
         return results
 
     def _score_batch(self, items: list[tuple[list[int], list[list[int]]]]) -> list[list[Scored]]:
-        import torch
-
         layout = candidate_layout(items, self.encoder.tokenizer.pad_token_id)
-        config = self.model.config.get_text_config()
-        position = layout.position.to(self.device)
-        masks = attention_masks(config, layout.segment.to(self.device), position, self.torch_dtype)
-        hidden = self.model.get_decoder()(input_ids=layout.ids.to(self.device), position_ids=position,
-                                          attention_mask=masks, use_cache=False).last_hidden_state
-        hidden = hidden.reshape(-1, hidden.shape[-1])
-        source, slot, target = (t.to(self.device) for t in (layout.source, layout.slot, layout.target))
-        head = self.model.get_output_embeddings()
-        cap = getattr(config, "final_logit_softcapping", None)  # Gemma 2's, which its forward applies to logits
-        logprobs = torch.empty(len(target), device=self.device)
-        # Vocabulary-wide logits for as many positions at a time as the batch has rows: no more memory than
-        # the last-position logits of a plain forward pass over the prompts.
-        step = len(items)
-        for start in range(0, len(source), step):
-            logits = head(hidden[source[start:start + step]]).float()
-            if cap:
-                logits = torch.tanh(logits / cap) * cap
-            picked = (slot >= start) & (slot < start + step)
-            logprobs[picked] = torch.log_softmax(logits, dim=-1)[slot[picked] - start, target[picked]]
-        totals = torch.zeros(layout.candidates, dtype=torch.float64).index_add_(0, layout.owner,
-                                                                                 logprobs.double().cpu())
+        totals = candidate_logprobs(self.model, layout, self.torch_dtype).cpu()
         scores: list[list[Scored]] = []
         for _, conts in items:
             first = sum(map(len, scores))
             scores.append([Scored(totals[first + j].item(), len(c)) for j, c in enumerate(conts)])
         return scores
+
+
+def candidate_logprobs(model, layout: CandidateLayout, dtype):
+    """Every candidate's log-likelihood (float64, one per candidate in the layout's order) from one forward pass
+    of ``model`` (a causal LM, a peft model too) over ``layout``: what rank scoring reports, and what training's
+    candidate-set losses (:mod:`rescue_train.sft.candidates`) differentiate, so the two cannot disagree."""
+    import torch
+
+    device = next(model.parameters()).device
+    config = model.config.get_text_config()
+    position = layout.position.to(device)
+    masks = attention_masks(config, layout.segment.to(device), position, dtype)
+    hidden = model.get_decoder()(input_ids=layout.ids.to(device), position_ids=position,
+                                 attention_mask=masks, use_cache=False).last_hidden_state
+    hidden = hidden.reshape(-1, hidden.shape[-1])
+    source, slot, target = (t.to(device) for t in (layout.source, layout.slot, layout.target))
+    head = model.get_output_embeddings()
+    cap = getattr(config, "final_logit_softcapping", None)  # Gemma 2's, which its forward applies to logits
+    logprobs = torch.empty(len(target), device=device)
+    # Vocabulary-wide logits for as many positions at a time as the batch has rows: no more memory than
+    # the last-position logits of a plain forward pass over the prompts.
+    step = int(layout.ids.shape[0])
+    for start in range(0, len(source), step):
+        logits = head(hidden[source[start:start + step]]).float()
+        if cap:
+            logits = torch.tanh(logits / cap) * cap
+        picked = (slot >= start) & (slot < start + step)
+        logprobs[picked] = torch.log_softmax(logits, dim=-1)[slot[picked] - start, target[picked]]
+    return torch.zeros(layout.candidates, dtype=torch.float64, device=device).index_add_(0, layout.owner.to(device),
+                                                                                       logprobs.double())

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..settings import ConfigError, compose, meaning, names_in, read_recipe, recipe_kind
-from ..tasks import DataConfig
+from ..tasks import DataConfig, get_task
+from .candidates import uses_candidates
 from .weighting import STRATEGIES
 
 __all__ = ["LoraRunConfig", "load_config"]
@@ -77,6 +78,11 @@ class SftBalanceSettings:
     strategy: str = field(default="none", metadata=meaning(
         "closed-set tasks' class balance: " + "; ".join(f"{k} = {v.summary}" for k, v in STRATEGIES.items()),
         choices=STRATEGIES))
+    candidate_loss_weight: float = field(default=0.5, metadata=meaning(
+        "candidate-set strategies (candidate_ce, logit_adjusted, balanced_softmax): the step's loss is "
+        "(1 - w) * answer-token loss + w * the loss over the closed-set instances' candidates", low=0, high=1))
+    tau: float = field(default=1.0, metadata=meaning(
+        "logit_adjusted: the candidates' log-likelihoods + tau * log(class prior of the task and scenario)", low=0))
 
 
 @dataclass
@@ -108,11 +114,36 @@ def validate(cfg: LoraRunConfig) -> None:
     if cfg.output_dir is not None and not str(cfg.output_dir).strip():
         raise ConfigError("output_dir: empty; give a folder for the run, or leave it out for "
                           "runs/<name>/<model>/fold<k>")
+    check_balance(cfg)
     if cfg.resume not in ("auto", "true", "false"):
         raise ConfigError(f"resume: expected auto, true or false, got {cfg.resume!r}")
     if cfg.data.split not in ("kfold", "holdout"):
         raise ConfigError(f"data.split={cfg.data.split}: training needs kfold or holdout (none keeps every sample "
                           "for testing; leave_one_unit_out is the baselines' scheme)")
+
+
+def check_balance(cfg: LoraRunConfig) -> None:
+    """Refuse balance settings that would do nothing: a post-hoc strategy (it trains as none), a candidate-set
+    loss with no closed-set task, a candidate-loss key without a candidate-set strategy."""
+    strategy = STRATEGIES[cfg.balance.strategy]
+    defaults = SftBalanceSettings()
+    if strategy.posthoc != "none":
+        raise ConfigError(f"balance.strategy={strategy.name}: a post-hoc adjustment of a trained run's rank scores, "
+                          "not a way to train; train with balance.strategy=none and evaluate with calibration=prior "
+                          "(rescue-train compare does both)")
+    if uses_candidates(strategy):
+        closed = [t for t in cfg.tasks if get_task(t).closed_set]
+        if not closed:
+            raise ConfigError(f"balance.strategy={strategy.name}: a loss over the candidates of closed-set instances "
+                              f"(itp, rpp, stp, ssp), and tasks {list(cfg.tasks)} have none")
+        if cfg.train.packing:
+            raise ConfigError(f"balance.strategy={strategy.name} scores each instance's candidates: it needs "
+                              "train.packing=false")
+    elif cfg.balance.candidate_loss_weight != defaults.candidate_loss_weight:
+        raise ConfigError(f"balance.candidate_loss_weight applies to the candidate-set strategies (candidate_ce, "
+                          f"logit_adjusted, balanced_softmax), not to balance.strategy={strategy.name}")
+    if cfg.balance.tau != defaults.tau and strategy.loss != "logit_adjusted":
+        raise ConfigError(f"balance.tau applies to balance.strategy=logit_adjusted, not {strategy.name}")
 
 
 def model_options() -> list[str]:

@@ -18,6 +18,7 @@ from ..convert import ConvertConfig, convert
 from ..data.splits import SplitManifest, fold_notes
 from ..io import read_json, read_records
 from ..tasks import get_task
+from .candidates import candidate_columns, uses_candidates
 from .config import LoraRunConfig
 from .weighting import STRATEGIES, class_key, class_weights, sampling_weights
 
@@ -36,7 +37,8 @@ def convert_config(cfg: LoraRunConfig, out: Path) -> ConvertConfig:
 
 
 def _instances(task_dir: Path) -> list[dict[str, Any]]:
-    return read_records(task_dir / "instances.jsonl", {"id": str, "gold": object, "unit": str}, "an instance")
+    return read_records(task_dir / "instances.jsonl", {"id": str, "gold": object, "unit": str, "candidates": list},
+                        "an instance")
 
 
 def _split(folder: Path, split: str):
@@ -77,6 +79,15 @@ def load_fold(cfg: LoraRunConfig, data_dir: Path, meta: dict[str, Any]) -> Train
     train = datasets.concatenate_datasets(parts["train"])
     validation = datasets.concatenate_datasets(parts["validation"]) if parts["validation"] else None
     train = add_balance_columns(train, cfg)
+    if uses_candidates(STRATEGIES[cfg.balance.strategy]):
+        closed = {}
+        for task in cfg.tasks:
+            if get_task(task).closed_set:
+                closed.update((r["id"], r) for r in _instances(data_dir / get_task(task).name))
+        columns = candidate_columns(train["task"], train["scenario"], [closed.get(i) for i in train["id"]],
+                                    cfg.data.answer_format)
+        for name, values in columns.items():
+            train = train.add_column(name, values)
     return TrainData(train, validation, {
         "source": meta["source"], "source_fingerprint": meta["source_fingerprint"],
         "manifest_hash": meta["manifest_hash"], "test_fold": cfg.data.test_fold,

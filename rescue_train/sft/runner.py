@@ -34,7 +34,9 @@ from ..provenance import config_hash, git_commit, versions
 from ..settings import flatten, read_yaml, to_yaml
 from . import data as run_data
 from .config import LoraRunConfig
+from .candidates import CandidateLoss, uses_candidates
 from .models import compute_dtype, load_model, load_tokenizer, lora_config
+from .weighting import STRATEGIES
 
 log = logging.getLogger(__name__)
 ADAPTER_DIR = "adapter"
@@ -210,10 +212,13 @@ def _train(cfg: LoraRunConfig, run_dir: Path, checkpoint: str | None, args, dtyp
     base_path = resolve_model_path(cfg.model.path)
     tokenizer = load_tokenizer(cfg.model, base_path)
     model = load_model(cfg.model, base_path, dtype)
+    strategy = STRATEGIES[cfg.balance.strategy]
+    candidate_loss = CandidateLoss(strategy.loss, cfg.balance.candidate_loss_weight, cfg.balance.tau) \
+        if uses_candidates(strategy) else None
     trainer = RescueSFTTrainer(model=model, args=args, train_dataset=train_data.train,
                                eval_dataset=train_data.validation, processing_class=tokenizer,
                                peft_config=lora_config(cfg.lora), callbacks=_callbacks(cfg, run_dir, is_main),
-                               batching=cfg.train.batching)
+                               batching=cfg.train.batching, candidate_loss=candidate_loss)
     # which chat template rendered the data (the model's own unless model.chat_template names a file)
     template = {"chat_template_sha256": hashlib.sha256(tokenizer.chat_template.encode()).hexdigest()[:16]}
     dropped = {}  # with packing, rows are bins of instances and cannot be compared with instance counts

@@ -16,6 +16,9 @@ The dataset may carry two per-instance columns (see :mod:`.weighting`):
   draws, far less padding, and the order still depends only on (seed, epoch).
 * ``class_weight`` – weight of the instance's answer tokens in the training loss. The evaluation loss is
   always the plain token mean, so ``eval_loss`` stays comparable across balancing options.
+* ``candidates``, ``gold_index``, ``candidate_log_prior`` – a candidate-set loss (:mod:`.candidates`, the
+  trainer's ``candidate_loss``): the trainer encodes the candidates as rank evaluation does and trains the
+  closed-set rows on their candidates' log-likelihoods.
 
 Every training log also gets ``non_pad_share`` (real tokens / tokens in the padded batches) and
 ``tokens_per_second`` (real tokens, all ranks, since the previous log); :meth:`RescueSFTTrainer.non_pad_share`
@@ -38,6 +41,8 @@ import torch
 from trl import SFTTrainer
 
 from ..chat import check_training_template, end_loss_at_turn_end, fold_system, special_tokens
+from .candidates import COLUMNS as CANDIDATE_COLUMNS
+from .candidates import CandidateLoss, candidate_set_loss
 
 
 def epoch_seed(seed: int, epoch: int) -> int:
@@ -95,21 +100,25 @@ class EpochWeightedSampler(torch.utils.data.WeightedRandomSampler):
         return iter(ordered)
 
 
-class ClassWeightCollator:
-    """Wraps trl's collator and adds the batch's ``class_weight`` tensor (one weight per sequence).
+class RowColumnsCollator:
+    """Wraps trl's collator and adds the per-row columns it does not know: the ``class_weight`` tensor (one
+    weight per sequence) and the candidate-set loss's columns (lists, ragged).
 
-    The trainer uses the same collator for evaluation, whose rows carry no weights (the evaluation loss is
-    unweighted): such batches pass through unchanged."""
+    The trainer uses the same collator for evaluation, whose rows carry none of them (the evaluation loss is
+    the plain token mean): such batches pass through unchanged."""
 
     def __init__(self, inner):
         self.inner = inner
 
     def __call__(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
-        if not any("class_weight" in e for e in examples):
+        extra = [c for c in ("class_weight", *CANDIDATE_COLUMNS) if c in examples[0]]
+        if not extra:
             return self.inner(examples)
-        weights = [float(e.pop("class_weight")) for e in examples]
+        popped = {c: [e.pop(c) for e in examples] for c in extra}
         batch = self.inner(examples)
-        batch["class_weight"] = torch.tensor(weights, dtype=torch.float32)
+        if "class_weight" in popped:
+            batch["class_weight"] = torch.tensor([float(w) for w in popped.pop("class_weight")], dtype=torch.float32)
+        batch.update(popped)
         return batch
 
 
@@ -142,13 +151,19 @@ class RescueSFTTrainer(SFTTrainer):
                 self.lr_scheduler = count_warmup_from_one(schedule, warmup)
         return self.lr_scheduler
 
-    def __init__(self, *args, batching: str = "length_grouped", **kwargs):
+    def __init__(self, *args, batching: str = "length_grouped", candidate_loss: CandidateLoss | None = None,
+                 **kwargs):
         """``batching`` orders weighted draws (see :class:`EpochWeightedSampler`): ``length_grouped`` into
-        batches of similar length, ``drawn`` as drawn; runs without weights keep the trainer's shuffle."""
+        batches of similar length, ``drawn`` as drawn; runs without weights keep the trainer's shuffle.
+        ``candidate_loss``: the candidate-set loss of closed-set rows (:mod:`.candidates`), or None."""
         if batching not in BATCHINGS:
             raise ValueError(f"batching must be one of {', '.join(BATCHINGS)}, got {batching!r}")
         train = kwargs.get("train_dataset")
-        balancing = [c for c in ("sample_weight", "class_weight") if train is not None and c in train.column_names]
+        balancing = [c for c in ("sample_weight", "class_weight", "gold_index")
+                     if train is not None and c in train.column_names]
+        if candidate_loss is not None and "gold_index" not in balancing:
+            raise ValueError("a candidate-set loss needs the training rows' candidates (sft.candidates.candidate_columns)")
+        self.candidate_loss = candidate_loss
         if balancing and (kwargs["args"].packing or kwargs["args"].padding_free):
             # packing keeps only token columns and joins instances of different classes into one row
             raise ValueError(f"task mixing and class balancing ({', '.join(balancing)}) need one instance per row: "
@@ -156,8 +171,8 @@ class RescueSFTTrainer(SFTTrainer):
                              "similar length instead), or, for one task, balance.strategy=none")
         self.batching = batching if train is not None and "sample_weight" in train.column_names else "shuffled"
         super().__init__(*args, **kwargs)
-        if "class_weight" in balancing:
-            self.data_collator = ClassWeightCollator(self.data_collator)
+        if {"class_weight", "gold_index"} & set(balancing):
+            self.data_collator = RowColumnsCollator(self.data_collator)
         self._meter = torch.zeros(2, dtype=torch.float64)  # real tokens, padded-batch tokens since the last log
         self._run_meter = torch.zeros(2, dtype=torch.float64)  # the same over every step of this process
         self._meter_since: float | None = None
@@ -206,6 +221,8 @@ class RescueSFTTrainer(SFTTrainer):
         if "input_ids" in get_dataset_column_names(dataset):  # already prepared
             return super()._prepare_dataset(dataset, processing_class, args, packing, formatting_func, dataset_name)
         # in memory: several ranks would otherwise write the same cache files next to the run's data
+        if "candidates" in get_dataset_column_names(dataset):
+            dataset = dataset.map(self._encode_candidates, keep_in_memory=True)
         if "prompt" in get_dataset_column_names(dataset) and check_training_template(self._tokenizer):
             dataset = dataset.map(lambda row: {"prompt": fold_system(row["prompt"])}, keep_in_memory=True)
         dataset = super()._prepare_dataset(dataset, processing_class, args, packing, formatting_func, dataset_name)
@@ -219,10 +236,20 @@ class RescueSFTTrainer(SFTTrainer):
         return dataset.filter(lambda row: len(row["input_ids"]) < args.max_length
                               or any(t in stop_ids for t in row["labels"] if t != -100), keep_in_memory=True)
 
+    def _encode_candidates(self, row: dict[str, Any]) -> dict[str, Any]:
+        """The prompt's and each candidate's token ids exactly as rank evaluation encodes them (from the row's
+        own messages: the encoder fits them to the template as the evaluator does)."""
+        from ..inference.base import ChatEncoder
+
+        if not row["candidates"]:
+            return {"candidate_prompt_ids": [], "candidate_ids": []}
+        prompt, continuations = ChatEncoder(self._tokenizer).scoring_ids(row["prompt"], row["candidates"])
+        return {"candidate_prompt_ids": prompt, "candidate_ids": continuations}
+
     def _set_signature_columns_if_needed(self):
         super()._set_signature_columns_if_needed()
-        if "class_weight" not in self._signature_columns:
-            self._signature_columns = [*self._signature_columns, "class_weight"]
+        missing = [c for c in ("class_weight", *CANDIDATE_COLUMNS) if c not in self._signature_columns]
+        self._signature_columns = [*self._signature_columns, *missing]
 
     def _get_train_sampler(self, train_dataset=None):
         if self.train_dataset is None or "sample_weight" not in self.train_dataset.column_names:
@@ -247,8 +274,11 @@ class RescueSFTTrainer(SFTTrainer):
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         weights = inputs.pop("class_weight", None)
+        candidates = {c: inputs.pop(c) for c in CANDIDATE_COLUMNS if c in inputs}
         if self.model.training:
             self._count_tokens(inputs)
+        if self.model.training and candidates and self.candidate_loss is not None:
+            return self._candidate_step(model, inputs, weights, candidates, num_items_in_batch)
         if weights is None or not self.model.training:
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         outputs = model(**inputs, use_cache=False, fused_lm_head=True)
@@ -259,6 +289,56 @@ class RescueSFTTrainer(SFTTrainer):
         if self.args.average_tokens_across_devices and num_items_in_batch is not None:
             loss = loss * self.accelerator.num_processes  # as trl/Trainer: DDP averages gradients over ranks
         return (loss, outputs) if return_outputs else loss
+
+    def candidate_scores(self, model, items: list[tuple[list[int], list[list[int]]]]) -> list[torch.Tensor]:
+        """Each (prompt ids, candidates' ids) item's candidate log-likelihoods, differentiable: rank evaluation's
+        own computation (:func:`rescue_train.inference.hf.candidate_logprobs`), one forward pass for them all."""
+        from ..inference.hf import candidate_layout, candidate_logprobs
+
+        net = self.accelerator.unwrap_model(model)
+        layout = candidate_layout(items, self._tokenizer.pad_token_id)
+        totals = candidate_logprobs(net, layout, next(net.parameters()).dtype).float()
+        return list(torch.split(totals, [len(conts) for _, conts in items]))
+
+    def _candidate_step(self, model, inputs, weights, candidates, num_items_in_batch):
+        """(1 - w) * answer-token loss + w * candidate loss (see :mod:`.candidates`): closed-set rows in one
+        forward pass of their prompts and candidates, whose gold candidate gives their answer-token loss too;
+        generation rows in a plain forward pass of their own."""
+        golds = candidates["gold_index"]
+        closed = [i for i, g in enumerate(golds) if g >= 0]
+        generation = [i for i, g in enumerate(golds) if g < 0]
+        device = inputs["input_ids"].device
+        token_sum, counted = torch.zeros((), device=device), 0
+        if generation:
+            rows = torch.tensor(generation, device=device)
+            outputs = model(**{k: v[rows] for k, v in inputs.items() if torch.is_tensor(v)}, use_cache=False,
+                            fused_lm_head=True)
+            per_token = -outputs.log_probs
+            if weights is not None:
+                per_token = per_token * weights[rows].to(per_token.dtype)[:, None]
+            token_sum, counted = per_token.sum(), int(outputs.label_mask.sum())
+        candidate = torch.zeros((), device=device)
+        if closed:
+            items = [(candidates["candidate_prompt_ids"][i], candidates["candidate_ids"][i]) for i in closed]
+            logits = self.candidate_scores(model, items)
+            gold_nll = torch.stack([-z[golds[i]] for z, i in zip(logits, closed)])
+            closed_weights = None if weights is None else weights[closed].tolist()
+            if closed_weights is not None:
+                gold_nll = gold_nll * torch.tensor(closed_weights, device=gold_nll.device)
+            token_sum = token_sum + gold_nll.sum()
+            counted += sum(len(conts[golds[i]]) for (_, conts), i in zip(items, closed))
+            candidate = candidate_set_loss(self.candidate_loss.loss, logits, [golds[i] for i in closed],
+                                           [candidates["candidate_log_prior"][i] for i in closed], closed_weights,
+                                           self.candidate_loss.tau)
+        num_tokens = counted if num_items_in_batch is None else num_items_in_batch
+        token_loss = token_sum / torch.as_tensor(num_tokens, device=device).clamp(min=1)
+        if num_items_in_batch is not None:
+            if self.args.average_tokens_across_devices:
+                token_loss = token_loss * self.accelerator.num_processes  # as trl/Trainer: DDP averages gradients
+            if getattr(self, "model_accepts_loss_kwargs", False):  # the Trainer will not divide the loss by the
+                candidate = candidate / self.current_gradient_accumulation_steps  # accumulated micro-batches
+        w = self.candidate_loss.weight
+        return (1.0 - w) * token_loss + w * candidate
 
     def non_pad_share(self) -> float | None:
         """Real tokens / tokens in the padded training batches, over every step this process trained."""

@@ -26,9 +26,12 @@ from ..tasks import get_task
 
 PARTS = ("none", "balanced", "sqrt")  # what this file implements of sampling and of class weights
 
-# A LoRA run implements class weights and sampling of the shared vocabulary (rescue_train.rebalance), per task.
-LORA = register_learner(Learner("lora", loss=frozenset({"ce"}), class_weights=frozenset(PARTS[1:]),
-                                sampling=frozenset(PARTS[1:])))
+# A LoRA run implements class weights and sampling of the shared vocabulary (rescue_train.rebalance), per task, the
+# answer-token loss ("ce") and the losses over the candidates (rescue_train.sft.candidates), and post-hoc logit
+# adjustment of its rank scores (evaluation's calibration=prior; compare re-ranks a trained run's saved scores).
+LORA = register_learner(Learner("lora", loss=frozenset({"ce", "candidate_ce", "logit_adjusted", "balanced_softmax"}),
+                                class_weights=frozenset(PARTS[1:]), sampling=frozenset(PARTS[1:]),
+                                posthoc=frozenset({"tuned"})))
 STRATEGIES = {name: VOCABULARY[name] for name in strategies_for(LORA.name)}
 
 

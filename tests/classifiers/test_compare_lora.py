@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from rescue_train.cli import main as cli
@@ -15,8 +16,8 @@ from rescue_train.compare.lora import balance_overrides, rank_command, training_
 from rescue_train.settings import shipped
 
 CPU_CONFIG = Path(__file__).resolve().parents[2] / "configs" / "accelerate" / "cpu.yaml"
-LLM_STRATEGIES = ["none", "inverse_freq", "sqrt_sampling", "balanced_sampling", "sqrt_weights",
-                  "sqrt_sampling_sqrt_weights"]
+LLM_STRATEGIES = ["none", "inverse_freq", "logit_adjusted", "balanced_softmax", "candidate_ce", "posthoc_la",
+                  "sqrt_sampling", "balanced_sampling", "sqrt_weights", "sqrt_sampling_sqrt_weights"]
 
 
 def test_lora_recipe_gives_llm_strategies_and_training_overrides_for_every_run():
@@ -62,10 +63,13 @@ def test_every_llm_strategy_maps_to_the_training_paths_balance_options():
 
     assert {name: balance_overrides(name) for name in LLM_STRATEGIES} == {
         name: [f"balance.strategy={name}"] for name in LLM_STRATEGIES}
-    assert {name: (s.sampling, s.class_weights) for name, s in STRATEGIES.items()} == {
-        "none": ("none", "none"), "inverse_freq": ("none", "balanced"), "sqrt_sampling": ("sqrt", "none"),
-        "balanced_sampling": ("balanced", "none"), "sqrt_weights": ("none", "sqrt"),
-        "sqrt_sampling_sqrt_weights": ("sqrt", "sqrt")}
+    assert {name: (s.sampling, s.class_weights, s.loss, s.posthoc) for name, s in STRATEGIES.items()} == {
+        "none": ("none", "none", "ce", "none"), "inverse_freq": ("none", "balanced", "ce", "none"),
+        "sqrt_sampling": ("sqrt", "none", "ce", "none"), "balanced_sampling": ("balanced", "none", "ce", "none"),
+        "sqrt_weights": ("none", "sqrt", "ce", "none"), "sqrt_sampling_sqrt_weights": ("sqrt", "sqrt", "ce", "none"),
+        "candidate_ce": ("none", "none", "candidate_ce", "none"),
+        "logit_adjusted": ("none", "none", "logit_adjusted", "none"),
+        "balanced_softmax": ("none", "none", "balanced_softmax", "none"), "posthoc_la": ("none", "none", "ce", "tuned")}
 
 
 def test_training_and_rank_commands(tmp_path):
@@ -178,7 +182,7 @@ def sequential(tmp_path_factory):
     import io
 
     out = tmp_path_factory.mktemp("sequential") / "cmp"
-    argv = [*TINY_LORA, "strategies=[sqrt_sampling_sqrt_weights]", f"output_dir={out}"]
+    argv = [*TINY_LORA, f"strategies=[{STRATEGY},logit_adjusted,balanced_softmax,posthoc_la]", f"output_dir={out}"]
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         assert cli(["compare", *argv, "dry_run=true"]) == 0
@@ -194,10 +198,13 @@ def test_lora_compare_tiny_two_strategies_end_to_end(sequential, tmp_path):
     from rescue_train.data.splits import SplitManifest
 
     out, argv, dry = sequential
-    # Dry run: nothing was finished, so it trained the first run to time it.
-    assert "2 runs (2 strategies x 1 fold x 1 seed): 1 finished, 1 to run; about" in dry
+    # Dry run: nothing was finished, so it trained the first run to time it; posthoc_la re-ranks that run's scores
+    # and counts as no training run.
+    assert "4 runs (4 strategies x 1 fold x 1 seed): 1 finished, 3 to run; about" in dry
+    assert "; 1 post-hoc variants re-rank the plain runs' saved scores (no training)" in dry
     results = json.loads((out / "results.json").read_text())
-    assert results["learner"] == "lora" and list(results["strategies"]) == ["none", "sqrt_sampling_sqrt_weights"]
+    assert results["learner"] == "lora" and list(results["strategies"]) == [
+        "none", STRATEGY, "logit_adjusted", "balanced_softmax", "posthoc_la"]
     assert results["folds"] == [2]
     manifest = SplitManifest.load(out / "data" / "split_manifest.json")
     tested = {r["id"] for r in load_cls_rows(out / "data", "ssp") if manifest.assignment[r["unit"]] == 2}
@@ -218,7 +225,30 @@ def test_lora_compare_tiny_two_strategies_end_to_end(sequential, tmp_path):
     assert (run_dir / "adapter" / "adapter_config.json").exists() and not (run_dir / "checkpoints").exists()
     provenance = json.loads((run_dir / "provenance.json").read_text())
     assert provenance["status"] == "finished" and provenance["global_step"] == 1
-    assert "Holm" in (out / "results.md").read_text()
+    table = (out / "results.md").read_text()
+    assert "Holm" in table and "balanced_softmax" in table and "posthoc_la" in table
+    assert "macro_f1" in table and "balanced_accuracy" in table and "predicted_labels" in table
+    assert "prediction_entropy" in table and "the label-collapse line" in table.lower()
+    # The candidate-set losses trained through the recipe's balance.strategy; posthoc_la trained nothing: the plain
+    # run's scores re-ranked by log p(c|x) - log pi_c (tau 1), pi the add-one smoothed training prior.
+    for name in ("logit_adjusted", "balanced_softmax"):
+        assert (out / "work" / name / "fold2_seed0" / "adapter" / "adapter_config.json").exists()
+        assert f"balance.strategy={name}" in (out / "work" / name / "fold2_seed0.train.log").read_text()
+    assert not (out / "work" / "posthoc_la").exists()
+    plain = json.loads((out / "runs" / "none" / "fold2_seed0.json").read_text())
+    posthoc = json.loads((out / "runs" / "posthoc_la" / "fold2_seed0.json").read_text())
+    assert posthoc["train_seconds"] == 0.0 and posthoc["learner_info"]["reranks"].endswith("none/fold2_seed0.json")
+    roles = manifest.roles(2)
+    trained_rows = [r for r in load_cls_rows(out / "data", "ssp") if roles[r["unit"]] == "train"]
+    assert len(posthoc["predictions"]) == len(plain["predictions"]) > 0
+    for before, after in zip(plain["predictions"], posthoc["predictions"]):
+        assert before["id"] == after["id"]
+        raw = before["label_scores"]
+        total = np.logaddexp.reduce(list(raw.values()))
+        labels = [r["label"] for r in trained_rows if r["scenario"] == before["scenario"]]
+        prior = {c: (labels.count(c) + 1) / (len(labels) + len(raw)) for c in raw}
+        assert after["label_scores"] == pytest.approx({c: raw[c] - total - np.log(prior[c]) for c in raw})
+        assert after["prediction"] == sorted(raw, key=lambda c: -after["label_scores"][c])
     # Resume: every run is read back, nothing is trained again.
     stamp = (out / "runs" / "none" / "fold2_seed0.json").stat().st_mtime_ns
     assert cli(["compare", *argv]) == 0
@@ -242,7 +272,8 @@ def test_lora_compare_tiny_two_strategies_end_to_end(sequential, tmp_path):
     assert cli(["compare", *cls_argv]) == 0
     assert cli(["compare", f"merge=[{out},{tmp_path / 'cls'}]", f"output_dir={tmp_path / 'all'}", "plots=false"]) == 0
     merged = json.loads((tmp_path / "all" / "results.json").read_text())
-    assert list(merged["strategies"]) == ["lora:none", "lora:sqrt_sampling_sqrt_weights", "sklearn:none",
+    assert list(merged["strategies"]) == ["lora:none", "lora:sqrt_sampling_sqrt_weights", "lora:logit_adjusted",
+                                          "lora:balanced_softmax", "lora:posthoc_la", "sklearn:none",
                                           "sklearn:inverse_freq"]
     both = merged["scopes"]["both"]
     assert both["n"] == len(tested) and both["strategies"]["lora:none"]["estimate"] == \

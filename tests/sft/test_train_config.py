@@ -55,7 +55,7 @@ def test_ssp_recipe_defaults_and_overrides():
     cfg = load_config("ssp_lora", ["train.lr=1e-4", "data.test_fold=2"])
     assert dict(cfg.tasks) == {"ssp": 1.0} and cfg.balance.strategy == "sqrt_sampling"
     assert load_config("ssp_lora", ["balance.strategy=inverse_freq"]).balance.strategy == "inverse_freq"
-    with pytest.raises(ConfigError, match="balance.strategy: expected one of none, inverse_freq, sqrt_sampling"):
+    with pytest.raises(ConfigError, match="balance.strategy: expected one of none, inverse_freq, logit_adjusted, balanced_softmax, candidate_ce"):
         load_config("ssp_lora", ["balance.strategy=focal"])
     assert cfg.train.lr == 1e-4 and cfg.data.test_fold == 2 and cfg.data.source == "bundled"
     assert cfg.output_dir == "runs/ssp_lora/tiny/fold2"
