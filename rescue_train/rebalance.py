@@ -244,6 +244,23 @@ class Learner:
                                   for flag in ("deferred", "retrain_head")])
 
 
+class EntriesOf(Collection):
+    """A table's names, entries added later included, less ``without``: a learner's part that takes every entry
+    but a few."""
+
+    def __init__(self, table: dict, without: Collection[str] = ()):
+        self.table, self.without = table, frozenset(without)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.table and name not in self.without
+
+    def __iter__(self):
+        return (name for name in self.table if name not in self.without)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
 STRATEGIES: dict[str, Strategy] = {}
 LEARNERS: dict[str, Learner] = {}
 

@@ -8,7 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..rebalance import LOSSES, POSTHOC, Learner, log_prior, register_learner
+from ..rebalance import LOSSES, POSTHOC, EntriesOf, Learner, log_prior, register_learner
 
 # ---------------------------------------------------------------------------------------------- samplers
 
@@ -68,7 +68,8 @@ INTERCEPT_SHIFT = {
 WEIGHTED = frozenset({"balanced", "effective"})
 # Class-balanced draws are implemented (cRT uses them) but not offered as a strategy of their own, so that the
 # classifiers' strategy lists (and ``strategies=all``) stay what they were.
-register_learner(Learner("torch", loss=LOSSES.keys(), class_weights=WEIGHTED,
+# A classifier's classes are its candidates, so candidate_ce would be its plain ce under another name: not offered.
+register_learner(Learner("torch", loss=EntriesOf(LOSSES, without={"candidate_ce"}), class_weights=WEIGHTED,
                          sampling=frozenset({"oversample", "undersample", "sqrt"}), posthoc=POSTHOC.keys(),
                          deferred=True, retrain_head=True))
 register_learner(Learner("sklearn", loss=INTERCEPT_SHIFT.keys(), class_weights=WEIGHTED,
