@@ -31,6 +31,10 @@ from .run_folder import scoring_identity
 from .prediction import LazyBackend, check_empty_answers, predict_sharded, predict_variant
 from .scorers import make_scorers, score_variant
 
+# The files of a tokenizer folder that decide the prompts (tokenizer.json, tokenizer_config.json, vocab.json,
+# merges.txt, special_tokens_map.json, added_tokens.json, chat_template.jinja, ...).
+TOKENIZER_FILES = ("token", "vocab", "merges", "chat_template")
+
 
 def run(cfg: EvalConfig, *, backend=None, judge_backend=None) -> list[dict]:
     """Evaluate every variant (base and/or adapters) of ``cfg``, each on its own test instances; returns the
@@ -119,8 +123,9 @@ def shared_spec(cfgs: list[EvalConfig], specs: list[ModelSpec]) -> ModelSpec:
 
 
 def _tokenizer_files(folder: str | None) -> dict[str, bytes] | None:
-    """What of a tokenizer folder (an adapter's) decides the prompts: every file but the adapter's own."""
+    """What of a tokenizer folder (an adapter's, beside its weights and training files) decides the prompts: its
+    tokenizer files and chat template."""
     if folder is None or not Path(folder).is_dir():
         return None if folder is None else {"name": folder.encode()}
     return {p.name: p.read_bytes() for p in sorted(Path(folder).iterdir())
-            if p.is_file() and not p.name.startswith("adapter") and p.name != "README.md"}
+            if p.is_file() and any(word in p.name for word in TOKENIZER_FILES)}
