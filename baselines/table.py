@@ -34,13 +34,18 @@ def paper_rows(scope: str) -> dict[str, dict[str, float]]:
     return {(f"{m} (paper)" if m != "Average" else "LLM average (paper)"): dict(r[scope]) for m, r in TABLE11.items()}
 
 
-def best_of(rows: Mapping[str, Mapping[str, float | None]], columns: Sequence[str] = COLUMNS
-            ) -> dict[str, float | None]:
-    """Column-wise best (largest) over ``rows`` (None when no row has the column)."""
-    best: dict[str, float | None] = {}
-    for column in columns:
-        values = [r.get(column) for r in rows.values() if r.get(column) is not None]
-        best[column] = max(values) if values else None
+def best_rows(rows: Mapping[str, Mapping[str, float | None]], tasks: Sequence[str]) -> dict[str, dict[str, float]]:
+    """For each task, the whole row of the baseline with the largest headline metric (``Task.headline``; the
+    first such baseline on a tie), restricted to the task's columns and named ``TASK (metric): baseline``."""
+    best: dict[str, dict[str, float]] = {}
+    for task in tasks:
+        key = TASKS[task].headline
+        scored = [name for name, row in rows.items() if row.get(key) is not None]
+        if not scored:
+            continue
+        name = max(scored, key=lambda n: rows[n][key])
+        columns = {c.key for c in TASKS[task].report_columns} | ({S_INT[0]} if task == "er" else set())
+        best[f"{task.upper()} ({header(key)}): {name}"] = {c: v for c, v in rows[name].items() if c in columns}
     return best
 
 

@@ -6,7 +6,8 @@
   instance with id, task, sample_id, unit, scenario, row_index, gold, plus its fold and split);
 * ``sft/`` – a ``datasets.DatasetDict`` of conversational ``prompt`` (system, user) and ``completion``
   (the assistant answer) rows, with the ``chat_template_kwargs`` they are rendered with;
-* ``cls/`` (ITP, RPP, STP, SSP) – text, label, label_id, label_names for sequence classifiers;
+* ``cls/`` (ITP, RPP, STP, SSP) – query, conversation and text (``render_for_classifier``), label, label_id,
+  label_names for sequence classifiers;
 * ``gen/`` (ER, VP) – prompt messages and the gold answer for generation;
 
 plus ``OUT/split_manifest.json`` (written once, then reused) and ``OUT/convert_meta.json`` (options,
@@ -27,13 +28,13 @@ from typing import Any, List, Optional
 
 from .chat import TEMPLATE_KWARGS
 from .data import load_benchmark
-from .tasks import DataConfig
 from .data.splits import SplitManifest, assign_units, load_or_make_manifest
+from .tasks import DataConfig
 from .folders import check_owner, complete_or_absent
 from .io import write_json_atomic
 from .provenance import versions
 from .settings import meaning
-from .tasks import TASKS, Instance, build, get_task, render
+from .tasks import TASKS, Instance, build, get_task, render, render_for_classifier
 
 SPLIT_ORDER = ("train", "validation", "test")
 
@@ -65,9 +66,9 @@ def sft_row(inst: Instance, mode: str, fmt: str) -> dict[str, Any]:
 
 
 def cls_row(inst: Instance, mode: str) -> dict[str, Any]:
-    """Classification input: the rendered context and question (the label list is in ``label_names``)."""
-    user = render(inst, mode, "label")[1]["content"]
-    return {"text": user, "label": inst.gold, "label_id": inst.candidates.index(inst.gold),
+    """Classification input: the classifier's rendering of the question and context (the label list is in
+    ``label_names``)."""
+    return {**render_for_classifier(inst, mode), "label": inst.gold, "label_id": inst.candidates.index(inst.gold),
             "label_names": list(inst.candidates)}
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, Optional, Sequence
 
-from .devices import local_slots
+from .devices import local_slots, visible_gpus
 from .settings import ConfigError, find_yaml, meaning
 
 KINDS = ("local", "slurm")
@@ -63,8 +63,8 @@ class ExecutorSettings:
 
 
 def problems(settings: ExecutorSettings) -> list[str]:
-    """What would stop these settings before any run starts (each one line): an unknown executor, too few GPUs, no
-    ``sbatch``, an unknown partition."""
+    """What would stop these settings before any run starts (each one line): an unknown executor, too few GPUs, an
+    accelerate config asking for GPUs this machine lacks (local runs), no ``sbatch``, an unknown partition."""
     found = []
     if settings.executor not in KINDS:
         return [f"launch.executor must be one of {', '.join(KINDS)}, got {settings.executor!r}"]
@@ -79,7 +79,9 @@ def problems(settings: ExecutorSettings) -> list[str]:
             local_slots(settings.parallel or 1, settings.gpus_per_run)
         except ConfigError as exc:
             found.append(str(exc))
-        return found
+        # runs on this machine: an accelerate config asking for GPUs it does not have
+        asked = gpu_config_problem(getattr(settings, "config_file", None), visible_gpus(), "launch.config_file")
+        return found + ([asked] if asked else [])
     if shutil.which("sbatch") is None:
         return ["launch.executor=slurm needs SLURM's sbatch, and none is on PATH: run on the cluster's login node, "
                 "or use launch.executor=local"]
@@ -125,6 +127,33 @@ def shaping_settings(launch: LaunchSettings) -> dict[str, Any]:
     if launch.config_file:
         content = yaml.safe_load(find_yaml(launch.config_file, "configs/accelerate", "accelerate config").read_text())
     return {"config_file": content, "args": launch.args}
+
+
+def gpus_asked(config: Any) -> str | None:
+    """What an accelerate config asks of GPUs, in its own words (``gpu_ids: 0``, ``distributed_type: MULTI_GPU``),
+    or None for a config that trains on the CPU or anywhere."""
+    if not isinstance(config, dict) or config.get("use_cpu"):
+        return None
+    kind = str(config.get("distributed_type", "NO")).upper()
+    if kind in ("MULTI_GPU", "FSDP", "DEEPSPEED"):
+        return f"distributed_type: {kind}"
+    ids = config.get("gpu_ids")
+    return f"gpu_ids: {ids}" if ids not in (None, "", "all") else None
+
+
+def gpu_config_problem(config_file: str | None, gpus: Sequence[str], where: str = "--config_file") -> str | None:
+    """A config that asks for GPUs on a machine without them is refused before any run starts: accelerate would
+    train on the CPU without a word (only provenance's ``gpus: []`` telling), hours slower than the config meant."""
+    if not config_file or gpus:
+        return None
+    import yaml
+
+    found = find_yaml(config_file, "configs/accelerate", "accelerate config")
+    asked = gpus_asked(yaml.safe_load(found.read_text(encoding="utf-8")))
+    if asked is None:
+        return None
+    return (f"{where}={config_file} asks for GPUs ({asked}) and this machine has none (CUDA_VISIBLE_DEVICES and "
+            f"nvidia-smi list none): train on the CPU with {where}=cpu (or without a config), or on GPU nodes")
 
 
 def rescue_train_command(command: str, *args: str) -> list[str]:

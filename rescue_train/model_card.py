@@ -14,6 +14,8 @@ from typing import Any, Sequence
 
 from .io import read_json
 from .provenance import describe_split, weights_digest
+from .scoring.cells import cell, row_errors
+from .tasks import report_columns
 
 DATASET_NAME = "RESCUE-Bench"
 LICENCE_NOTE = ("RESCUE-Bench is released for research use only. This model was trained on it: use it for "
@@ -26,6 +28,8 @@ TEMPLATE = """\
 # {{ title }}
 
 {{ summary }}
+{% for note in fold_notes %}
+- {{ note }}{% endfor %}
 
 | | |
 | --- | --- |
@@ -85,12 +89,16 @@ def _protocol(results: dict[str, Any]) -> str:
 
 
 def _results_table(results: dict[str, Any]) -> dict[str, Any]:
+    """The card's table of a result: its cells as the report writes them (value [low, high], its 95%
+    interval, ``[–]`` without one)."""
     scopes = [s for s in ("couple", "family", "both") if s in results.get("table5", {})]
     columns = [c for c in results["table5"][scopes[-1]] if results["table5"][scopes[-1]][c] is not None]
+    rows = []
+    for scope in scopes:
+        errors = row_errors(results, scope) if results.get("records") or results.get("uncertainty") else {}
+        rows.append((scope, [cell(c, results["table5"][scope][c], errors.get(c)) for c in columns]))
     return {"source": results.get("label", "eval"), "protocol": _protocol(results), "split": describe_split(results),
-            "n": _counts(results) or "?", "columns": columns,
-            "rows": [(s, [f"{results['table5'][s][c]:.2f}" if results["table5"][s][c] is not None else "–"
-                          for c in columns]) for s in scopes]}
+            "n": _counts(results) or "?", "columns": [report_columns()[c].header for c in columns], "rows": rows}
 
 
 def _eval_results(results: Sequence[dict[str, Any]]):
@@ -155,6 +163,17 @@ def _classifier_facts(prov: dict[str, Any]) -> tuple[str, list[tuple[str, Any]],
     return f"RESCUE-Bench {prov.get('task', '').upper()} classifier ({prov.get('strategy')})", facts, usage
 
 
+def trained_on(source: str | None, fingerprint: str | None) -> str:
+    """What the run trained on: the bundled synthetic samples, or a user's data named by file name and
+    content fingerprint (never its path, which is the machine's)."""
+    if source == "bundled":
+        return (f"Trained with rescue-train on the bundled synthetic samples (made-up dialogues in {DATASET_NAME}'s "
+                f"format, shipped for demonstrations and tests; content fingerprint {fingerprint}), not on "
+                f"{DATASET_NAME} itself: a demonstration model, not one to use.")
+    return (f"Trained with rescue-train on `{Path(str(source)).name}` (content fingerprint {fingerprint}), data in "
+            f"{DATASET_NAME}'s format (relation-aware multi-party emotional support).")
+
+
 def _pooled(cross_validation: dict[str, Any] | None) -> dict[str, Any] | None:
     """The card's cross-validation section: ``{"results": pooled results, "path": where they are, "fold": F}``."""
     if not cross_validation:
@@ -181,11 +200,13 @@ def write_model_card(run_dir: str | Path, eval_results: Sequence[dict[str, Any]]
         from .scoring.metrics import table5_row
 
         aggregates = {prov["task"]: read_json(run_dir / "metrics.json", {}, "a classifier run's metrics")}
-        results = [{"label": "the run's own test-fold predictions",
+        records = [json.loads(line) for line in (run_dir / "predictions.jsonl").read_text().splitlines()]
+        results = [{"label": "the run's own test-fold predictions", "aggregates": aggregates, "records": records,
                     "split": {"scheme": "kfold", "test_fold": prov.get("test_fold")},
                     "table5": {s: table5_row(aggregates, s) for s in ("couple", "family", "both")
                                if s in aggregates[prov["task"]]}}]
     tasks = sorted(prov.get("tasks", {})) if is_lora else [prov.get("task")]
+    source = prov.get("data", {}) if is_lora else prov  # where each kind of run keeps its data's provenance
     data = ModelCardData(
         base_model=_hub_id(prov.get("model_path")), library_name="peft" if is_lora else None,
         tags=["rescue-bench", "emotional-support", "couple-and-family-therapy", *(["lora"] if is_lora else []),
@@ -193,7 +214,8 @@ def write_model_card(run_dir: str | Path, eval_results: Sequence[dict[str, Any]]
         eval_results=_eval_results(results) or None, model_name=title if results else None)
     card = ModelCard.from_template(
         data, template_str=TEMPLATE, title=title, licence=LICENCE_NOTE, usage=usage,
-        summary=f"Trained with rescue-train on {DATASET_NAME} (relation-aware multi-party emotional support).",
+        summary=trained_on(source.get("source"), source.get("source_fingerprint")),
+        fold_notes=prov.get("fold_notes") or source.get("fold_notes") or [],
         facts=[(k, "–" if v is None else v) for k, v in facts], results=[_results_table(r) for r in results],
         pooled=_pooled(cross_validation))
     path = run_dir / "README.md"

@@ -57,11 +57,15 @@ def describe_split(results: dict[str, Any]) -> str:
     the test fold(s), any limit per task, and whether its model's own training data are among them."""
     split, config = results.get("split") or {}, results.get("config") or {}
     scheme = split.get("scheme")
-    folds = split.get("test_folds") or ([split["test_fold"]] if split.get("test_fold") is not None else [])
+    pooled = split.get("folds")  # a cross-validation's pooled result: every fold's model on its own fold
+    folds = pooled or split.get("test_folds") or ([split["test_fold"]] if split.get("test_fold") is not None else [])
     text = ("whole benchmark" if scheme == "none" else "holdout test" if scheme == "holdout" else
-            f"test fold{'s' if len(folds) > 1 else ''} {', '.join(map(str, folds))}" if scheme == "kfold" else "?")
+            f"test fold{'s' if len(folds) > 1 else ''} {', '.join(map(str, folds))}" + (", pooled" if pooled else "")
+            if scheme == "kfold" and folds else "?")
     if config.get("limit"):
         text += f", limit {config['limit']}"
+    if config.get("sample"):
+        text += f", sample {config['sample']} (seed {config.get('seed', 0)})"
     return text + (", includes training data" if results.get("includes_training_data") else "")
 
 

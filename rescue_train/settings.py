@@ -205,13 +205,43 @@ def as_list(value: Any) -> list[str]:
 
 # ------------------------------------------------------------------------------------------ loading
 
+# What other tools (transformers' TrainingArguments, trl, peft, LLaMA-Factory, lm-eval) call our keys: an unknown
+# key's last part -> the last part (or the whole dotted key) of ours that means the same, for the suggestion.
+ALIASES = {
+    "learning_rate": "lr", "num_train_epochs": "epochs", "epoch": "epochs", "num_epochs": "epochs",
+    "batch": "batch_size", "bs": "batch_size", "per_device_train_batch_size": "batch_size",
+    "train_batch_size": "batch_size", "gradient_accumulation_steps": "grad_accum",
+    "gradient_accumulation": "grad_accum", "warmup_steps": "warmup", "warmup_ratio": "warmup",
+    "lr_scheduler_type": "scheduler", "max_seq_length": "max_length", "cutoff_len": "max_length",
+    "max_seq_len": "max_length", "output": "output_dir", "out": "output_dir", "output_path": "output_dir",
+    "lora_r": "lora.r", "lora_rank": "lora.r", "rank": "lora.r", "lora_alpha": "lora.alpha",
+    "lora_dropout": "lora.dropout", "lora_target": "lora.target_modules", "target_modules": "lora.target_modules",
+    "model_name_or_path": "model.path", "pretrained": "model", "adapter_name_or_path": "adapter",
+    "peft": "adapter", "task": "tasks", "num_fewshot": "protocol", "fold": "data.test_fold",
+    "test_fold": "data.test_fold", "dataset": "data.source", "max_tokens": "max_new_tokens",
+    "max_gen_toks": "max_new_tokens", "bf16": "train.precision", "fp16": "train.precision",
+}
+
+
+def by_meaning(key: str, known: Sequence[str]) -> str | None:
+    """The key of ours that an unknown ``key`` means: its last part in another tool's words (ALIASES) or in another
+    section (``epochs`` -> ``train.epochs``), preferring ``key``'s own section (``train.learning_rate`` ->
+    ``train.lr``)."""
+    section, _, last = key.rpartition(".")
+    alias = ALIASES.get(last, last)
+    matches = [k for k in known if k != key and (k == alias or k.endswith("." + alias))]
+    return next((k for k in matches if k.rpartition(".")[0] == section), matches[0] if matches else None)
+
+
 def check_keys(schema: type, given: Iterable[str], what: str) -> None:
-    """Refuse keys the schema does not have, suggesting the nearest known one."""
+    """Refuse keys the schema does not have, suggesting the one that means the same (ALIASES), else the
+    nearest known one in spelling."""
     known = keys(schema)
     sections = {k.rsplit(".", 1)[0] for k in known if "." in k}
     for key in given:
         if section_type(schema, key) is None:
-            close = difflib.get_close_matches(key, known + sorted(sections), n=1, cutoff=0.6)
+            close = [by_meaning(key, known)] if by_meaning(key, known) else \
+                difflib.get_close_matches(key, known + sorted(sections), n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]}?" if close else f" (see rescue-train {what} --help)"
             raise ConfigError(f"unknown key {key}{hint}")
 
@@ -267,12 +297,21 @@ def to_yaml(config: Any) -> str:
 
 # ------------------------------------------------------------------------------------------ --help
 
-def describe(schema: type, prefix: str = "", skip: Sequence[str] = (), instance: Any = None) -> list[str]:
-    """One line per key: ``name  type = default  meaning`` (defaults from ``instance``, else the schema's)."""
+def describe(schema: type, prefix: str = "", skip: Sequence[str] = (), instance: Any = None,
+             width: int | None = None) -> list[str]:
+    """One entry per key: ``name  type = default  meaning`` (defaults from ``instance``, else the schema's), wrapped
+    to ``width`` (the terminal's). The schema's own keys come first, then those it inherits (eval's engine and API
+    keys), so that a command's main keys lead."""
+    import shutil
+    import textwrap
+
+    width = width or shutil.get_terminal_size((120, 24)).columns  # COLUMNS, the terminal, else 120
     lines = []
     instance = schema() if instance is None else instance
     hints = _hints(schema)
-    for f in dataclasses.fields(schema):
+    own = set(schema.__dict__.get("__annotations__", {}))
+    fields = dataclasses.fields(schema)
+    for f in [f for f in fields if f.name in own] + [f for f in fields if f.name not in own]:
         key = prefix + f.name
         if key in skip:
             continue
@@ -280,14 +319,18 @@ def describe(schema: type, prefix: str = "", skip: Sequence[str] = (), instance:
         inner = _unwrap(tp)
         default = getattr(instance, f.name)
         if isinstance(inner, type) and dataclasses.is_dataclass(inner):
-            lines += describe(inner, f"{key}.", skip, default)
+            lines += describe(inner, f"{key}.", skip, default, width)
             continue
         shown = "null" if default is None else str(default).lower() if isinstance(default, bool) else repr(default) \
             if isinstance(default, str) else str(default)
         text = f.metadata.get("help", "")
         if "range" in f.metadata:
             text = f"{text} [{f.metadata['range']}]".lstrip()
-        lines.append(f"  {key:<30} {type_name(tp):<12} = {shown:<12} {text}".rstrip())
+        line = f"  {key:<30} {type_name(tp):<12} = {shown:<12} {text}".rstrip()
+        # continued under the meaning where a terminal leaves it room, else just indented
+        indent = 61 if width >= 100 else 6
+        lines.append(textwrap.fill(line, width=max(width, 60), subsequent_indent=" " * indent,
+                                   break_long_words=False, break_on_hyphens=False))
     return lines
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from rescue_train.data.fields import Location
+from rescue_train.data.schema import Sample, parse_sample
 from rescue_train.tasks import BuildOptions
-from rescue_train.data.schema import Location, Sample, parse_sample
 from rescue_train.tasks import build
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rescue_train.data.schema import Location, Sample, parse_sample
+from rescue_train.data.fields import Location
+from rescue_train.data.schema import Sample, parse_sample
 
 
 def row(speaker: str, target: list[str] | None = None, dialogue: str = "I hear what you are saying there.",

@@ -39,7 +39,7 @@ def sft_args(out: Path, **overrides):
     return SFTConfig(**args)
 
 
-def make_trainer(dataset, out: Path, tokenizer=None, model=None, **overrides):
+def make_trainer(dataset, out: Path, tokenizer=None, model=None, batching="length_grouped", **overrides):
     from peft import LoraConfig, TaskType
 
     from rescue_train.sft.trainer import RescueSFTTrainer
@@ -47,7 +47,8 @@ def make_trainer(dataset, out: Path, tokenizer=None, model=None, **overrides):
     return RescueSFTTrainer(
         model=model or tiny_model(), args=sft_args(out, **overrides), train_dataset=dataset,
         processing_class=tokenizer or tiny_tokenizer(),
-        peft_config=LoraConfig(task_type=TaskType.CAUSAL_LM, r=4, lora_alpha=8, target_modules="all-linear"))
+        peft_config=LoraConfig(task_type=TaskType.CAUSAL_LM, r=4, lora_alpha=8, target_modules="all-linear"),
+        batching=batching)
 
 
 def chat(answer: str, question: str = "Question?") -> dict[str, list[dict[str, str]]]:

@@ -13,7 +13,7 @@ import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = {
-    0: ("__init__", "io", "folders", "provenance", "devices", "paper", "settings", "chat"),
+    0: ("__init__", "io", "folders", "provenance", "devices", "paper", "settings", "chat", "console"),
     1: ("data",),
     2: ("tasks",),
     3: ("inference", "scoring", "convert", "stats", "tiny", "model_card", "executor", "jobs", "rebalance"),

@@ -28,7 +28,14 @@ def test_classifier_run_card_carries_its_test_fold_metrics(tmp_path, capsys):
     for fact in (prov["manifest_hash"], prov["data_fingerprint"], "| test fold (never trained on) | 0 |",
                  "released for research use only", "none: "):
         assert fact in card.text
-    assert f"| both | {metrics['both']['accuracy'] * 100:.2f} |" in card.text
+    # the report's cells: the value with the half-width of its 95% interval over units
+    assert "| scope | RPP Acc |" in card.text and f"| both | {metrics['both']['accuracy'] * 100:.2f} [" in card.text
+    # the bundled data is named as such, and test fold 0 (all family data) is announced: console, provenance, card
+    assert "on the bundled synthetic samples" in card.text and f"fingerprint {prov['source_fingerprint']}" in card.text
+    (note,) = prov["fold_notes"]
+    assert note.startswith("family: 0 training instances (all family data is in test fold 0): family scores "
+                           "measure couple-to-family transfer. To train on family data choose another data.test_fold")
+    assert f"note: {note}\n" in capsys.readouterr().out and f"- {note}" in card.text
 
 
 @pytest.mark.slow
@@ -51,6 +58,12 @@ def test_lora_run_card_links_the_hub_base_model_and_adds_eval_results(tmp_path, 
     assert got == {c: round(v, 4) for c, v in results["table5"]["both"].items() if v is not None}
     assert set(got) == {"ssp_recall", "ssp_mrr"}
     assert "## Test results" in card.text and f"test fold {results['split']['test_fold']}" in card.text
+    # trained on test fold 0, which holds all family data: train, eval (console, results.json) and the card say so
+    prov = json.loads((run / "provenance.json").read_text())
+    (note,) = prov["data"]["fold_notes"]
+    assert note.startswith("family: 0 training instances (all family data is in test fold 0)")
+    assert results["split"]["fold_notes"] == [note] and f"- {note}" in card.text
+    assert capsys.readouterr().out.count(f"note: {note}\n") == 2  # train's line and eval's
 
 
 def test_card_command_errors_name_the_folder(tmp_path, capsys):

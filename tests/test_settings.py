@@ -138,7 +138,8 @@ def numeric_fields(schema, prefix=""):
             yield prefix + f.name, f
 
 
-def test_every_numeric_key_of_every_command_has_a_range_that_help_shows(capsys):
+def test_every_numeric_key_of_every_command_has_a_range_that_help_shows(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")  # help wraps to the terminal
     for name, schema in command_schemas():
         unbounded = [key for key, f in numeric_fields(schema) if "range" not in f.metadata]
         assert not unbounded, (name, unbounded)
@@ -243,3 +244,32 @@ def test_eval_output_folder_is_per_model_and_a_changed_config_is_named(tmp_path,
     assert (tmp_path / "runs" / "eval" / "tiny" / "rank" / "results.json").is_file()
     assert rescue_train([*base, "data.mode=audio"]) == 2
     assert "data.mode: 'dialogue' there, 'audio' here" in capsys.readouterr().err
+
+
+def test_unknown_keys_are_answered_by_meaning_before_spelling():
+    """Other tools' names for our keys (settings.ALIASES), and a key of ours given without its section, suggest
+    the key that means the same, in the key's own section first; other typos, the nearest spelling."""
+    from rescue_train.settings import check_keys
+    from rescue_train.sft.config import LoraRunConfig
+
+    expected = {"train.learning_rate": "train.lr", "learning_rate": "train.lr", "epochs": "train.epochs",
+                "num_train_epochs": "train.epochs", "batch": "train.batch_size", "batch_size": "train.batch_size",
+                "output": "output_dir", "lora_r": "lora.r", "train.gradient_accumulation_steps": "train.grad_accum",
+                "train.logging_step": "train.logging_steps"}
+    for given, meant in expected.items():
+        with pytest.raises(ConfigError) as info:
+            check_keys(LoraRunConfig, [given], "train")
+        assert str(info.value) == f"unknown key {given}; did you mean {meant}?"
+
+
+def test_help_shows_the_recipes_values_main_keys_first_wrapped_to_the_terminal(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "90")
+    assert rescue_train(["train", "recipe=ssp_lora", "--help"]) == 0
+    shown = capsys.readouterr().out.splitlines()
+    assert any(line.split()[:4] == ["balance.strategy", "str", "=", "'sqrt_sampling'"] for line in shown)
+    assert rescue_train(["eval", "--help"]) == 0
+    keys = capsys.readouterr().out.split("keys (key", 1)[1].splitlines()[1:]
+    first = [line.split()[0] for line in keys if line.startswith("  ") and not line.startswith("   ")]
+    assert first[:5] == ["model", "adapter", "tokenizer", "include_base", "backend"]
+    assert first.index("protocol") < first.index("dtype") < first.index("base_url")  # engine, API keys after
+    assert max(len(line) for line in keys) <= 90

@@ -91,6 +91,9 @@ def load_cls_rows(data_dir: str | Path, task: str) -> list[dict]:
     if not folder.exists():
         raise FileNotFoundError(f"{folder}: no classification dataset (run `rescue-train convert` for {task})")
     rows = [row for split in datasets.load_from_disk(str(folder)).values() for row in split]
+    if rows and "query" not in rows[0]:
+        raise ValueError(f"{folder}: converted by an older rescue-train, without the classifier input's query and "
+                         f"conversation; run `rescue-train convert` again")
     for row in rows:
         if row["label"] not in row["label_names"]:
             raise ValueError(f"{folder}: instance {row['id']}: label {row['label']!r} is not among its "
@@ -119,7 +122,8 @@ def training_indices(strategy: Strategy, y: np.ndarray, n_draws: int, seed: int)
 class TorchSettings:
     model: str = field(default="tiny-bert", metadata=meaning("tiny-bert, tiny, a local folder or a hub id"))
     max_length: int = field(default=512, metadata=meaning(
-        "tokens; longer inputs lose their oldest context (left truncation)", low=1))
+        "tokens (at most the encoder's positions); longer inputs keep the question and the latest turns and lose "
+        "their oldest rows", low=1))
     steps: int = field(default=200, metadata=meaning("optimiser steps", low=1))
     batch_size: int = field(default=16, metadata=meaning("training batch", low=1))
     eval_batch_size: int = field(default=64, metadata=meaning("prediction batch", low=1))
@@ -184,7 +188,6 @@ def _tokenizer(settings: TorchSettings):
 
     source = tiny_model_path() if settings.model in ("tiny", "tiny-bert") else settings.model
     tok = AutoTokenizer.from_pretrained(str(source))
-    tok.truncation_side = "left"  # the task question and candidates come last: keep them, cut old context
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     return tok
@@ -215,6 +218,68 @@ def _model(settings: TorchSettings, tok, space: LabelSpace):
                                                  lora_alpha=settings.lora_alpha, lora_dropout=settings.lora_dropout,
                                                  target_modules="all-linear"))
     return model
+
+
+class CollapsedInputs(ValueError):
+    """Instances with different texts became the same input once cut to the encoder's length."""
+
+
+def input_length(settings: TorchSettings, tok, model) -> int:
+    """The tokens one input may hold: ``max_length``, at most what the tokenizer and the encoder's position
+    embeddings allow (a longer input would index past them)."""
+    limits = [settings.max_length, getattr(model.config, "max_position_embeddings", None)]
+    if tok.model_max_length < 1_000_000:  # tokenizers without a limit say so with a huge number
+        limits.append(tok.model_max_length)
+    return min(n for n in limits if n)
+
+
+def encode_inputs(tok, rows: Sequence[dict], max_length: int) -> tuple[dict, dict]:
+    """Token ids of each row's input: its ``query`` whole, then as much of its ``conversation`` as fits, cut
+    from the left (the oldest rows go first); a query longer than the input loses its end (the setting comes
+    after the question). Returns the encodings and what the cut did: the share of inputs truncated and the
+    number of instances whose input became identical to that of an instance with another text."""
+    queries, talks = [r["query"] for r in rows], [r["conversation"] for r in rows]
+    plain = lambda texts: tok(texts, add_special_tokens=False, verbose=False)["input_ids"]  # noqa: E731
+    q_len, c_len = [len(i) for i in plain(queries)], [len(i) for i in plain(talks)]
+    special = tok.num_special_tokens_to_add(pair=True)
+    pair = [i for i, n in enumerate(q_len) if n + special < max_length]
+    alone = [i for i, n in enumerate(q_len) if n + special >= max_length]
+    ids: list[list[int] | None] = [None] * len(rows)
+    side = tok.truncation_side
+    try:
+        if pair:
+            tok.truncation_side = "left"
+            out = tok([queries[i] for i in pair], [talks[i] for i in pair], truncation="only_second",
+                      max_length=max_length)["input_ids"]
+            for i, row_ids in zip(pair, out):
+                ids[i] = row_ids
+        if alone:
+            tok.truncation_side = "right"
+            out = tok([queries[i] for i in alone], truncation=True, max_length=max_length)["input_ids"]
+            for i, row_ids in zip(alone, out):
+                ids[i] = row_ids
+    finally:
+        tok.truncation_side = side
+    truncated = sum(q + c + special > max_length for q, c in zip(q_len, c_len))
+    texts: dict[tuple[int, ...], set] = {}
+    for row_ids, q, c in zip(ids, queries, talks):
+        texts.setdefault(tuple(row_ids), set()).add((q, c))
+    collapsed = sum(len(texts[tuple(row_ids)]) > 1 for row_ids in ids)
+    report = {"max_length": max_length, "instances": len(rows),
+              "truncated_share": round(truncated / len(rows), 4) if rows else 0.0,
+              "identical_after_truncation": collapsed}
+    return {"input_ids": ids}, report
+
+
+def check_distinct(report: dict) -> None:
+    """Stop before training on inputs that no longer tell instances apart."""
+    if report["identical_after_truncation"]:
+        raise CollapsedInputs(
+            f"{report['identical_after_truncation']} of {report['instances']} instances have the same input as an "
+            f"instance with another text once cut to the encoder's length of {report['max_length']} tokens "
+            f"({100 * report['truncated_share']:.0f}% of inputs are truncated): the classifier could not tell them "
+            f"apart. Use an encoder with more positions (and torch.max_length), or shorter contexts "
+            f"(data.context=...)")
 
 
 class _Encoded:
@@ -334,8 +399,14 @@ def _fit_predict_torch(splits: dict[str, Split], space: LabelSpace, strategy: St
     model = _model(settings, tok, space)
     train = splits["train"]
     counts = train.counts(len(space))
-    encode = lambda split: tok(split.texts, truncation=True, max_length=settings.max_length)  # noqa: E731
-    train_enc = encode(train)
+    roles = ("train", "validation", "test")
+    # All roles are encoded together, so that no two instances anywhere share one input.
+    encodings, inputs = encode_inputs(tok, [r for role in roles for r in splits[role].rows],
+                                      input_length(settings, tok, model))
+    check_distinct(inputs)
+    starts = np.cumsum([0] + [len(splits[role]) for role in roles])
+    encoded = {role: {"input_ids": encodings["input_ids"][a:b]} for role, a, b in zip(roles, starts, starts[1:])}
+    train_enc = encoded["train"]
     indices = training_indices(strategy, train.y, settings.steps * settings.batch_size, seed)
     dataset = _Encoded(train_enc, train.y, train.mask, indices)
     trainer = _trainer(model, tok, dataset, make_loss(strategy, counts, balance_settings), settings,
@@ -353,10 +424,11 @@ def _fit_predict_torch(splits: dict[str, Split], space: LabelSpace, strategy: St
         trainer = _trainer(model, tok, _Encoded(train_enc, train.y, train.mask, balanced), plain, settings,
                            settings.crt_steps, settings.crt_lr or settings.lr, seed, work_dir)
         history.append(trainer.train().training_loss)
-    result = {"train_loss": [float(x) for x in history], "sampled_training_examples": len(indices)}
+    result = {"train_loss": [float(x) for x in history], "sampled_training_examples": len(indices),
+              "inputs": inputs}
     for role in ("validation", "test"):
         split = splits[role]
-        result[role] = _logits(model, tok, _Encoded(encode(split), split.y, split.mask), settings.eval_batch_size,
+        result[role] = _logits(model, tok, _Encoded(encoded[role], split.y, split.mask), settings.eval_batch_size,
                                settings.bf16) if len(split) else np.zeros((0, len(space)), dtype=np.float32)
     if keep_model:
         result["fitted"] = {"model": model, "tokenizer": tok}

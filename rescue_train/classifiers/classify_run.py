@@ -4,8 +4,8 @@
 (strategy, test fold, seed) with the same code (``compare.run_one``) and leaves a run folder:
 
 * ``model.joblib`` (sklearn: ``{"pipeline", "labels", "logit_offset"}``) or ``model/`` (torch:
-  ``save_pretrained`` of the model or LoRA adapter, the tokenizer, and ``classifier.json`` with the labels
-  and the logit offset). Scores for new text: the model's logits placed in ``labels`` (sklearn:
+  ``save_pretrained`` of the model or LoRA adapter, the tokenizer, and ``classifier.json`` with the labels,
+  the logit offset and the input length; ``classifier.encode_inputs`` makes a new row's input). Scores for new text: the model's logits placed in ``labels`` (sklearn:
   ``logreg.classes_`` index ``labels``), plus ``logit_offset`` (the strategy's post-fit shift and the
   post-hoc tau's adjustment), with every label outside the instance's candidates masked;
 * ``config.yaml`` (resolved), ``provenance.json`` (versions, git commit, manifest hash, data fingerprints,
@@ -24,6 +24,7 @@ import json
 import os
 import tempfile
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -225,7 +226,8 @@ def _relative(path: Path, run_dir: Path) -> str:
         return str(path.resolve())
 
 
-def _save_model(config: ClassifyConfig, run_dir: Path, fitted: dict, labels: list[str], offset) -> str:
+def _save_model(config: ClassifyConfig, run_dir: Path, fitted: dict, labels: list[str], offset,
+                learner_info: dict) -> str:
     if config.learner == "sklearn":
         import joblib
 
@@ -237,7 +239,8 @@ def _save_model(config: ClassifyConfig, run_dir: Path, fitted: dict, labels: lis
     fitted["tokenizer"].save_pretrained(folder)
     (folder / "classifier.json").write_text(json.dumps({
         "labels": labels, "logit_offset": offset.tolist(), "base_model": config.torch.model,
-        "lora": config.torch.lora, "max_length": config.torch.max_length, "truncation_side": "left"}, indent=2))
+        "lora": config.torch.lora, "max_length": learner_info["inputs"]["max_length"],
+        "input": "classifiers.classifier.encode_inputs of the rows' query and conversation"}, indent=2))
     return "model"
 
 
@@ -245,6 +248,7 @@ def train(config: ClassifyConfig) -> tuple[Path, dict]:
     """Train, predict the test fold and write the run folder; returns it and the metrics."""
     from omegaconf import OmegaConf
 
+    from ..data.splits import fold_notes
     from ..io import write_json_atomic
     from ..model_card import write_model_card
     from ..provenance import config_hash, git_commit, versions
@@ -262,6 +266,7 @@ def train(config: ClassifyConfig) -> tuple[Path, dict]:
     test_fold = config.data.test_fold
     splits = fold_data(rows, manifest, space, test_fold)
     check_no_leak(splits, manifest, test_fold)
+    notes = fold_notes(manifest, test_fold, Counter(r["unit"] for r in rows))
     started = time.time()
     with tempfile.TemporaryDirectory() as work:  # trainer scratch space (nothing is checkpointed)
         record = run_classifier(config, splits, space, config.strategy, test_fold, config.seed, Path(work), {},
@@ -270,7 +275,7 @@ def train(config: ClassifyConfig) -> tuple[Path, dict]:
     offset = fitted.get("logit_shift", np.zeros(len(space)))  # sklearn's logit_adjusted/balanced_softmax shift
     if "posthoc_offset" in fitted:
         offset = offset + fitted["posthoc_offset"]
-    model_path = _save_model(config, run_dir, fitted, space.names, offset)
+    model_path = _save_model(config, run_dir, fitted, space.names, offset, record["learner_info"])
     predictions = record.pop("predictions")
     with open(run_dir / "predictions.jsonl", "w", encoding="utf-8") as handle:
         handle.writelines(json.dumps(p, ensure_ascii=False) + "\n" for p in predictions)
@@ -284,7 +289,7 @@ def train(config: ClassifyConfig) -> tuple[Path, dict]:
         "manifest_hash": manifest.hash, "split_manifest": _relative(data_dir / "split_manifest.json", run_dir),
         "manifest_notes": manifest.notes, "source": meta.get("source"),
         "source_fingerprint": meta.get("source_fingerprint"), "data_fingerprint": data_fingerprint(splits),
-        "units": {role: sorted({r["unit"] for r in s.rows}) for role, s in splits.items()},
+        "units": {role: sorted({r["unit"] for r in s.rows}) for role, s in splits.items()}, "fold_notes": notes,
         **{k: record[k] for k in ("sizes", "train_counts", "tau", "learner_info")},
         **({"tau_scores": record["tau_scores"]} if "tau_scores" in record else {}),
         "train_seconds": round(time.time() - started, 2), "git_commit": git_commit(), "versions": versions()})
@@ -292,9 +297,15 @@ def train(config: ClassifyConfig) -> tuple[Path, dict]:
     return run_dir, metrics
 
 
-def summary_lines(task: str, metrics: dict) -> list[str]:
-    """The test fold's metrics per scope, in percent as the reports show them."""
+def summary_lines(task: str, metrics: dict, predictions: list[dict]) -> list[str]:
+    """The test fold's metrics per scope: the report's cells (value [low, high], its 95% interval, as
+    report.md and eval's summary write them), then the classifier's other metrics in percent."""
+    from ..scoring.cells import task_cells
+    from ..scoring.metrics import table5_row
+
+    results = {"aggregates": {task: metrics}, "records": predictions,
+               "table5": {scope: table5_row({task: metrics}, scope) for scope in metrics}}
     keys = SUMMARY.get(get_task(task).metric, SUMMARY_DEFAULT)
     show = lambda v: "–" if v is None else f"{100 * v:.2f}%"  # noqa: E731
-    return [f"{task} {scope}: n={m['n']} " + " ".join(f"{k}={show(m.get(k))}" for k in keys)
-            for scope, m in metrics.items()]
+    return [f"{task} {scope}: n={m['n']} " + ", ".join(task_cells(results, task, scope)) + "; "
+            + " ".join(f"{k}={show(m.get(k))}" for k in keys) for scope, m in metrics.items()]

@@ -20,6 +20,7 @@ COMMANDS = {
     "compare": ("compare", "compare rebalancing strategies: rescue-train compare recipe=rpp_cls strategies=[...]"),
     "cv": ("cv", "a fine-tuned model's row over the whole benchmark: rescue-train cv recipe=all_lora model=..."),
     "eval": ("eval", "evaluate a model or a training run: rescue-train eval run=RUN_DIR | model=... [key=value ...]"),
+    "chat": ("chat", "one instance's prompt, the model's answer and candidate scores: rescue-train chat RUN_DIR"),
     "report": ("report", "paper-style tables and plots: rescue-train report RESULTS..."),
     "agreement": ("agreement", "judge-vs-human agreement: rescue-train agreement RESULTS --human FILE"),
     "baselines": ("baselines", "trivial baselines beside the paper's LLMs: rescue-train baselines DATA"),

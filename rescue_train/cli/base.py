@@ -13,7 +13,8 @@ Arguments, in any order:
   prints the resolved settings and stops.
 
 Warnings print as ``warning: message`` lines; a bad setting, bad input or a stopping error prints one
-``rescue-train COMMAND: error: ...`` line and exits with status 2, never a traceback.
+``rescue-train COMMAND: error: ...`` line and exits with status 2, never a traceback; Ctrl-C one
+``rescue-train COMMAND: interrupted ...`` line and status 130.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from ..data.schema import DataError
+from ..console import shown_err
+from ..data.fields import DataError
 from ..data.splits import LeakageError
 from ..inference import BackendError
-from ..settings import ConfigError, describe, keys, section_type, to_yaml, type_name
+from ..settings import ConfigError, by_meaning, describe, keys, section_type, to_yaml, type_name
 
 ERRORS = (ConfigError, ValueError, DataError, LeakageError, BackendError, OSError)
 HELP = ("-h", "--help", "help")
@@ -79,7 +81,8 @@ class ArgumentReader:
             if len(matches) > 1:
                 raise ConfigError(f"option {flag} is ambiguous: it could be " +
                                   ", ".join("--" + m.replace("_", "-") for m in sorted(matches)[:6]))
-        close = difflib.get_close_matches(name, self.keys, n=1, cutoff=0.6)
+        close = [by_meaning(name, self.keys)] if by_meaning(name, self.keys) else \
+            difflib.get_close_matches(name, self.keys, n=1, cutoff=0.6)
         hint = f"; did you mean --{close[0].replace('_', '-')}?" if close else ""
         raise ConfigError(f"unknown option {flag}{hint} (see rescue-train {self.command.name} --help)")
 
@@ -151,14 +154,30 @@ class ArgumentReader:
 
 
 def _one_line(message, category, filename, lineno, file=None, line=None) -> None:
-    print(f"warning: {message}", file=sys.stderr if file is None else file)
+    print(f"warning: {message}", file=shown_err() if file is None else file)  # on the console, even while quiet
 
 
-def help_text(command: Command, schema: type | None) -> str:
+def help_text(command: Command, schema: type | None, settings: Any = None) -> str:
+    """The usage and every key; the values are those of ``settings`` (what the other arguments, a recipe, give)
+    where they could be read, else the defaults."""
     parts = [(command.usage() if callable(command.usage) else command.usage).rstrip()]
     if schema is not None:
-        parts.append("keys (key  type = default  meaning):\n" + "\n".join(describe(schema)))
+        given = settings if isinstance(settings, schema) else None
+        parts.append(f"keys (key  type = {'value' if given else 'default'}  meaning):\n" +
+                     "\n".join(describe(schema, instance=given)))
     return "\n\n".join(parts)
+
+
+def settings_for_help(command: Command, schema: type | None, argv: list[str]) -> Any:
+    """The settings the rest of ``argv`` (``recipe=ssp_lora``, keys) makes, for --help to show, or None where they
+    do not load (help is shown all the same)."""
+    rest = [a for a in argv if a not in HELP and a != "--cfg"]
+    if not rest or schema is None:
+        return None
+    try:
+        return command.load(*ArgumentReader(command, schema).read(rest))
+    except ERRORS:
+        return None
 
 
 def execute(command: Command, argv: Sequence[str]) -> int:
@@ -174,7 +193,7 @@ def execute(command: Command, argv: Sequence[str]) -> int:
                 return int(command.run(command.load(argv, [])) or 0)
             schema = command.schema_for(argv) if command.schema_for else command.schema
             if any(a in HELP for a in argv):
-                print(help_text(command, schema))
+                print(help_text(command, schema, settings_for_help(command, schema, argv)))
                 return 0
             reader = ArgumentReader(command, schema)
             inputs, overrides = reader.read([a for a in argv if a != "--cfg"])
@@ -189,3 +208,6 @@ def execute(command: Command, argv: Sequence[str]) -> int:
         except ERRORS as exc:
             print(f"rescue-train {command.name}: error: {exc}", file=sys.stderr)
             return 2
+        except KeyboardInterrupt as stop:  # one line, as a shell reports Ctrl-C (128 + SIGINT), not a traceback
+            print(f"rescue-train {command.name}: {stop.args[0] if stop.args else 'interrupted'}", file=sys.stderr)
+            return 130

@@ -43,6 +43,10 @@ def load(inputs: list[str], overrides: list[str]):
     return load_config(overrides)
 
 
+def counted(n: int, noun: str, plural: str = "") -> str:
+    return f"{n} {noun if n == 1 else plural or noun + 's'}"
+
+
 def run(config) -> None:
     from ..compare.merge import MergeConfig, merge
     from ..compare.runner import compare
@@ -56,8 +60,9 @@ def run(config) -> None:
         if config.dry_run:
             estimate = results["dry_run"]
             left = estimate["seconds_left"]
-            print(f"{estimate['runs']} runs ({len(config.strategies)} strategies x folds x {len(config.seeds)} "
-                  f"seeds): {estimate['finished']} finished, {estimate['to_run']} to run"
+            print(f"{estimate['runs']} runs ({counted(len(config.strategies), 'strategy', 'strategies')} x "
+                  f"{counted(estimate['folds'], 'fold')} x {counted(len(config.seeds), 'seed')}): "
+                  f"{estimate['finished']} finished, {estimate['to_run']} to run"
                   + ("" if left is None else f"; about {estimate['seconds_per_run']:.0f} s per run (mean of the "
                      f"finished runs), so about {left / 3600:.2f} h left"))
             return

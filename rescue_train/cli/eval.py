@@ -31,8 +31,9 @@ See them with: rescue-train report OUTPUT_DIR (tables beside the paper's, plots 
 
 def summary(results: dict) -> str:
     """The report's cells of each task (both scenarios: percent for ITP to SSP, judge scores 1-5, BERTScore F1,
-    with the 95% interval's half-width), its n and failures, and which instances the numbers rest on."""
-    from ..evaluation.tables import name_of, task_cells
+    with the 95% interval as [low, high]), its n and failures, and which instances the numbers rest on."""
+    from ..evaluation.tables import name_of
+    from ..scoring.cells import task_cells
     from ..provenance import describe_split
 
     lines = [f"{name_of(results)}: {results['backend'].get('backend')} backend, {describe_split(results)}"]
@@ -65,6 +66,8 @@ def together(argvs: str) -> None:
 def say(done: list[dict]) -> None:
     for results in done:
         print(summary(results))
+        for note in results["split"].get("fold_notes", []):
+            print(f"  note: {note}")
         print(f"  -> {results['output_dir']}/results.json; see it: rescue-train report {results['output_dir']}")
     if len(done) > 1:
         shown = " ".join(str(r["output_dir"]) for r in done)

@@ -67,6 +67,11 @@ def run(args) -> int:
     from accelerate.commands.launch import launch_command
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 
+    from .. import jobs
+
+    problem = jobs.gpu_config_problem(args.config_file, jobs.visible_gpus())
+    if problem:
+        raise ValueError(problem)
     try:
         with tempfile.TemporaryDirectory(prefix="rescue-train-launch-") as scratch:
             if args.config_file:

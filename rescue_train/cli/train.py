@@ -4,6 +4,7 @@ a LoRA recipe fine-tunes a chat model (rescue_train.sft), a classifier recipe tr
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -27,8 +28,8 @@ or data=PATH for data.source=PATH): {', '.join(names_in('configs/data'))}. More 
 docs/classifiers.md. The keys below are the given recipe's kind (LoRA when none is given).
 
 A LoRA run writes output_dir (default runs/<name>/<model>/fold<test_fold>): adapter/, config.yaml,
-provenance.json, README.md (its model card), logs/ (tensorboard --logdir runs); evaluate it with
-rescue-train eval run=OUTPUT_DIR. A classifier run writes its model, test-fold predictions and metrics.json."""
+provenance.json, README.md (its model card), logs/ (tensorboard --logdir runs), loss.png; evaluate it with
+rescue-train eval run=OUTPUT_DIR protocol=rank. A classifier run writes its model, test-fold predictions and metrics.json."""
 
 
 def recipe_of(words: list[str]) -> str | None:
@@ -76,6 +77,13 @@ def load(inputs: list[str], overrides: list[str]):
     return cfg
 
 
+def say_fold_notes(run_dir: Path) -> None:
+    """What the run's fold held, where a scenario had no training or no test data (``data.splits.fold_notes``)."""
+    provenance = json.loads((Path(run_dir) / "provenance.json").read_text())
+    for note in provenance.get("fold_notes") or provenance.get("data", {}).get("fold_notes", []):
+        print(f"note: {note}")
+
+
 def run(cfg) -> None:
     from ..sft.config import LoraRunConfig
 
@@ -83,7 +91,9 @@ def run(cfg) -> None:
         from ..classifiers.classify_run import summary_lines, train
 
         run_dir, metrics = train(cfg)
-        print("\n".join(summary_lines(cfg.task, metrics)))
+        predictions = [json.loads(line) for line in (run_dir / "predictions.jsonl").read_text().splitlines()]
+        print("\n".join(summary_lines(cfg.task, metrics, predictions)))
+        say_fold_notes(run_dir)
         print(f"run folder: {run_dir} (model, config.yaml, provenance.json, predictions.jsonl, metrics.json, "
               f"README.md); beside the baselines: rescue-train baselines {cfg.data.source} "
               f"--test-fold {cfg.data.test_fold} --predictions {cfg.strategy}={run_dir}")
@@ -98,8 +108,33 @@ def run(cfg) -> None:
         return
     run_dir = train_lora(cfg)
     if main_process:
-        print(f"adapter: {run_dir / 'adapter'}; run folder {run_dir} (config.yaml, provenance.json, README.md, logs/)")
-        print(f"evaluate it on its test fold: rescue-train eval run={run_dir}")
+        say_fold_notes(run_dir)
+        print(finished_line(run_dir))
+        print(f"adapter: {run_dir / 'adapter'}; run folder {run_dir} (config.yaml, provenance.json, README.md, logs/, "
+              "loss.png)")
+        print(f"evaluate it on its test fold: {next_step(cfg, run_dir)}")
+
+
+def finished_line(run_dir: Path) -> str:
+    """The end of a run in one line: its steps and time, its training loss (over the whole run, resumed or not) and
+    last validation loss."""
+    from ..io import read_json
+
+    prov = read_json(run_dir / "provenance.json", {"global_step": int}, "a training run's provenance")
+    metrics = {**(prov.get("metrics") or {}), **({"train_loss": prov["train_loss"]} if prov.get("train_loss") else {})}
+    losses = "".join(f", {name} {metrics[key]:.4g}" for key, name in (("train_loss", "train loss"),
+                                                                     ("eval_loss", "validation loss"))
+                     if isinstance(metrics.get(key), (int, float)))
+    return f"finished: {prov['global_step']} steps in {prov.get('train_seconds', 0):.0f} s{losses}"
+
+
+def next_step(cfg, run_dir: Path) -> str:
+    """The evaluation a run is scored by: closed-set tasks ranked (every candidate scored, no parse failures),
+    as the comparisons and cv score them; a run of generation tasks only is asked with its training prompts."""
+    from ..tasks import TASKS
+
+    ranked = any(TASKS[task].closed_set for task in cfg.tasks)
+    return f"rescue-train eval run={run_dir}" + (" protocol=rank" if ranked else "")
 
 
 COMMAND = Command("train", usage, load, run, schema_for=schema_for, extra_keys=("recipe", "model", "data"))

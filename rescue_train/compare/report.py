@@ -7,13 +7,14 @@ from pathlib import Path
 import numpy as np
 
 from ..classifiers.classifier import LabelSpace
-from .stats import HEADLINE
+from ..data.splits import units_text
+from .stats import COUNTS, HEADLINE
 
 
-def _cell(estimate: float | None, ci: list[float] | None) -> str:
+def _cell(estimate: float | None, ci: list[float] | None, scale: float = 100) -> str:
     if estimate is None:
         return "–"
-    return f"{100 * estimate:.1f}" + (f" [{100 * ci[0]:.1f}, {100 * ci[1]:.1f}]" if ci else "")
+    return f"{scale * estimate:.1f}" + (f" [{scale * ci[0]:.1f}, {scale * ci[1]:.1f}]" if ci else " [–]")  # [–]: none
 
 
 def _delta(test: dict | None) -> str:
@@ -35,20 +36,25 @@ def markdown(results: dict) -> str:
              f"bootstrap interval, the two-sided p-value of a paired permutation test over units and its "
              f"Holm-adjusted value (family: every test of that metric in this report). "
              f"Groups by share of the scenario's training instances: head ≥ {results['groups_rule']['head']:.0%}, "
-             f"tail < {results['groups_rule']['tail']:.0%}. The sample size is the number of units, not of "
+             f"tail < {results['groups_rule']['tail']:.0%}. The label-collapse line: predicted_labels = distinct labels "
+             f"predicted (top-1), prediction_entropy = their entropy in bits (0: one label for every instance). "
+             f"The sample size is the number of units, not of "
              f"instances.", ""]
+    lines += [f"- {note}" for note in results.get("fold_notes", [])] + [""] * bool(results.get("fold_notes"))
     for scope, stats in results["scopes"].items():
-        lines += [f"## {scope} ({stats['n']} instances, {stats['units']} units)", "",
+        lines += [f"## {scope} ({stats['n']} instances, {units_text(stats['units'])})", "",
                   "| strategy | " + " | ".join(cols) + " | Δ macro-F1 [CI] (p) | Δ tail recall [CI] (p) |",
                   "|---" * (len(cols) + 3) + "|"]
         kinds = set()
         for name, s in stats["strategies"].items():
-            cells = [_cell(s["estimate"][c], s["ci"][c]) for c in cols]
+            cells = [_cell(s["estimate"][c], s["ci"][c], 1 if c in COUNTS else 100) for c in cols]
             tests = [s.get("vs_none", {}).get(metric) for metric in ("macro_f1", "tail_recall")]
             kinds.update(t["test"] for t in tests if t and t.get("test"))
             lines.append(f"| {name} | " + " | ".join(cells + [_delta(t) for t in tests]) + " |")
         lines += [""] + [f"Permutation test: {kind}." for kind in sorted(kinds)] + ([""] if kinds else [])
+    figures = results.get("plots", [])  # under the table they illustrate
     lines += ["## Per-class recall (percent; head/medium/tail group, test support)", ""]
+    lines += [f"![{Path(f).stem}]({f})" for f in figures] + [""] * bool(figures)
     names = list(results["per_class_recall_table"])
     strategies = list(results["strategies"])
     lines += ["| class | group | n | " + " | ".join(strategies) + " |", "|---" * (len(strategies) + 3) + "|"]
@@ -83,11 +89,7 @@ def plots(results: dict, space: LabelSpace, confusions: dict[str, list], out: Pa
         ax.set_ylim(0, 1)
         ax.set_title(f"{results['task']} {scenario}: per-class recall by strategy (classes from head to tail)")
         ax.legend(fontsize=7, ncol=2)
-        fig.tight_layout()
-        path = out / f"per_class_recall_{scenario}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path.name)
+        written.append(_save(fig, out, f"per_class_recall_{scenario}.png"))
         idx = [space.names.index(n) for n in names]
         cols = min(4, len(strategies))
         rows_n = -(-len(strategies) // cols)
@@ -99,15 +101,22 @@ def plots(results: dict, space: LabelSpace, confusions: dict[str, list], out: Pa
             ax.set_title(s, fontsize=9)
             ax.set_xticks(range(len(idx)))
             ax.set_yticks(range(len(idx)))
-            short = [n.split(":", 1)[1][:12] for n in names]
-            ax.set_xticklabels(short, rotation=90, fontsize=6)
-            ax.set_yticklabels(short, fontsize=6)
+            classes = [n.split(":", 1)[1] for n in names]  # whole: the saved figure's box takes every label
+            ax.set_xticklabels(classes, rotation=90, fontsize=6)
+            ax.set_yticklabels(classes, fontsize=6)
         for ax in list(axes.flat)[len(strategies):]:
             ax.axis("off")
         fig.suptitle(f"{results['task']} {scenario}: confusion (rows gold, normalised; columns predicted)")
-        fig.tight_layout()
-        path = out / f"confusion_{scenario}.png"
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path.name)
+        written.append(_save(fig, out, f"confusion_{scenario}.png"))
     return written
+
+
+def _save(fig, out: Path, name: str) -> str:
+    """Save into ``out/plots`` with every label whole; the path relative to ``out`` (results.md links it)."""
+    import matplotlib.pyplot as plt
+
+    (out / "plots").mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(out / "plots" / name, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return f"plots/{name}"

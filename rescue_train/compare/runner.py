@@ -4,6 +4,7 @@ the ``compare`` entry that ties runs, statistics and report together."""
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -12,6 +13,7 @@ import numpy as np
 
 from ..classifiers.classifier import LabelSpace
 from ..classifiers.classify_run import fold_data, prepare_data, run_classifier
+from ..data.splits import fold_notes
 from .config import CompareConfig, run_settings
 from .report import markdown, plots
 from .stats import summarise
@@ -65,10 +67,10 @@ def run_lora_jobs(config: CompareConfig, out: Path, rows, manifest, space: Label
                          f"command to retry the failed ones):\n{lines}")
 
 
-def _estimate(records: list[dict], total: int, todo: int) -> dict[str, Any]:
+def _estimate(records: list[dict], total: int, todo: int, folds: int) -> dict[str, Any]:
     """The dry run's answer: how many runs, and the time left at the finished runs' mean duration."""
     mean = float(np.mean([r["seconds"] for r in records])) if records else None
-    return {"runs": total, "finished": total - todo, "to_run": todo, "seconds_per_run": mean,
+    return {"runs": total, "folds": folds, "finished": total - todo, "to_run": todo, "seconds_per_run": mean,
             "seconds_left": None if mean is None else mean * todo}
 
 
@@ -102,7 +104,7 @@ def run_all(config: CompareConfig, out: Path, rows, manifest, space: LabelSpace,
             record = read_json(path, RUN_RECORD_FIELDS, "a comparison run's record")
         records.append(record)
     if config.dry_run:
-        return _estimate(records, len(path_of), sum(not path_of[job].exists() for job in path_of))
+        return _estimate(records, len(path_of), sum(not path_of[job].exists() for job in path_of), len(folds))
     return records
 
 
@@ -155,6 +157,7 @@ def compare(config: CompareConfig) -> dict:
     if config.dry_run:
         return {"dry_run": records}
     results, confusions = summarise(config, records, space)
+    results["fold_notes"] = fold_notes(manifest, sorted({r["fold"] for r in records}), Counter(r["unit"] for r in rows))
     results["provenance"] = {
         "config": asdict(config), "run_hash": run_hash, "versions": versions(), "git_commit": git_commit(),
         "manifest_hash": manifest.hash, "manifest_notes": manifest.notes, "data_dir": str(data_dir),

@@ -20,12 +20,13 @@ import numpy as np
 
 from ..classifiers.classifier import LabelSpace
 from ..scoring.metric import (FREQUENCY_GROUPS, ClassScores, balanced_accuracy, frequency_group, macro_f1,
-                              recall_of)
+                              predicted_labels, prediction_entropy, recall_of)
 from ..scoring.uncertainty import Bootstrap, cluster_bootstrap
 from .config import CompareConfig, EvalSettings, strategy_summary
 
 HEADLINE = ("accuracy", "macro_f1", "balanced_accuracy", "weighted_f1", "mrr",
-            "head_recall", "medium_recall", "tail_recall")
+            "head_recall", "medium_recall", "tail_recall", "predicted_labels", "prediction_entropy")
+COUNTS = ("predicted_labels", "prediction_entropy")  # the label-collapse line: a count and bits, not percents
 GROUPS = FREQUENCY_GROUPS
 TEST_BATCH = 250  # swap patterns scored at once (memory: seeds x batch x instances)
 
@@ -51,7 +52,8 @@ def metrics_from_confusion(conf: np.ndarray, reciprocal_rank_sum: np.ndarray, gr
     with np.errstate(divide="ignore", invalid="ignore"):
         out = {"accuracy": scores.hits.sum(1) / total, "macro_f1": macro_f1(scores),
                "balanced_accuracy": balanced_accuracy(scores),
-               "weighted_f1": (scores.f1 * scores.support).sum(1) / total, "mrr": reciprocal_rank_sum / total}
+               "weighted_f1": (scores.f1 * scores.support).sum(1) / total, "mrr": reciprocal_rank_sum / total,
+               "predicted_labels": predicted_labels(scores), "prediction_entropy": prediction_entropy(scores)}
     for code, group in enumerate(GROUPS):
         out[f"{group}_recall"] = recall_of(scores, (group_of == code)[None, :])  # nan when the group is absent
     return out

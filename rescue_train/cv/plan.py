@@ -23,21 +23,20 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
+from collections import Counter
 from dataclasses import dataclass, field, fields
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from ..data import load_benchmark
-from ..tasks import DataConfig
-from ..data.splits import SplitManifest, assign_units, load_or_make_manifest
+from ..data.splits import SplitManifest, assign_units, fold_notes, load_or_make_manifest
 from ..executor import Job, Outcome, Step
 from ..jobs import override, rescue_train_command, training_command
-from ..tasks import Instance, build
+from ..tasks import DataConfig, Instance, build
 from .config import CvConfig, eval_arguments
 
 ZERO_SHOT = "zero_shot"
-PLURAL = {"couple": "couples", "family": "families"}
 # DataConfig keys a run's fold decides; the zero-shot baseline takes every other one (the prompts) from the runs.
 SPLIT_KEYS = ("split", "folds", "split_seed", "test_fold", "manifest")
 
@@ -121,37 +120,6 @@ def _on_this_machine(model: str) -> bool:
         return False
 
 
-def family_notes(manifest: SplitManifest, instances: list[Instance], folds: list[int]) -> list[str]:
-    """For each scenario, the chosen folds whose model trained on none of its data (the real family samples
-    are one unit: one fold holds all of them), and what that makes of the pooled cells."""
-    notes = []
-    scenarios = sorted({i.scenario for i in instances})
-    for scenario in scenarios:
-        mine = [i for i in instances if i.scenario == scenario and int(manifest.assignment[i.unit]) in folds]
-        blind = []
-        for fold in folds:
-            roles = manifest.roles(fold)
-            tested = [i for i in mine if int(manifest.assignment[i.unit]) == fold]
-            trained = {u for u, role in roles.items() if role == "train" and manifest.scenarios.get(u) == scenario}
-            if tested and not trained:
-                blind.append((fold, len(tested)))
-        if not blind:
-            continue
-        others = " and ".join(PLURAL.get(s, s) for s in scenarios if s != scenario) or "other data"
-        units = len({i.unit for i in mine})
-        where = (f"fold {blind[0][0]}, whose model" if len(blind) == 1 else
-                 "folds " + ", ".join(str(f) for f, _ in blind) + ", whose models")
-        share = sum(n for _, n in blind)
-        said = f"\"trained on {others}, tested on {PLURAL.get(scenario, scenario)}\""
-        if share == len(mine):
-            notes.append(f"{scenario}: all {share} pooled {scenario} instances ({units} unit{'s' * (units > 1)}) are in "
-                         f"{where} trained on {others} only: the pooled {scenario} cells are {said}")
-        else:
-            notes.append(f"{scenario}: {share} of the {len(mine)} pooled {scenario} instances are in {where} trained "
-                         f"on {others} only ({said})")
-    return notes
-
-
 def prepare(config: CvConfig, out: Path) -> Plan:
     """Load the benchmark, fix the split manifest in ``OUT`` and build every instance of the recipe's tasks."""
     data = data_config(config)
@@ -176,7 +144,7 @@ def prepare(config: CvConfig, out: Path) -> Plan:
 
     plan = Plan(config, out, data, manifest, instances, bench.source, bench.fingerprint, bench.notes, baseline, reason,
                 load_eval_config(eval_arguments(config)))
-    plan.notes = family_notes(manifest, instances, plan.folds)
+    plan.notes = fold_notes(manifest, plan.folds, Counter(i.unit for i in instances))
     if plan.folds != list(range(manifest.k)):
         plan.notes.append(f"folds {', '.join(map(str, plan.folds))} of {manifest.k} only: the pooled row covers "
                           f"{len(plan.pooled())} of the {len(instances)} instances, unlike the paper's rows")

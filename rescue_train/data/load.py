@@ -29,7 +29,8 @@ try:
 except ImportError:  # not on every machine (the lent GPU's image lacks it): the standard library reads the same
     orjson = None
 
-from .schema import DataError, HugeNumber, Location, Sample, parse_sample
+from .fields import DataError, HugeNumber, Location
+from .schema import Sample, parse_sample
 
 BUNDLED = "bundled"
 SAMPLE_SUFFIXES = (".json", ".jsonl")

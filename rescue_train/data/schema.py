@@ -16,133 +16,18 @@ and what was expected.
 
 from __future__ import annotations
 
-import math
 import unicodedata
 from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple
+
+from .fields import (DataError, Location, bad_field, describe, label_field, names_field, number_field, stripped_field,
+                     text_field)
 
 # The one home of the speaker names the release uses for the therapist and for a whole group.
 THERAPIST = "Therapist"
 SCENARIOS = ("couple", "family")
 GROUP_LABEL = {"couple": "Couple", "family": "Family"}  # the whole couple / family speaking or addressed
 GROUP_SPEAKERS = tuple(GROUP_LABEL.values())
-
-
-class HugeNumber(str):
-    """The digits of a JSON integer longer than Python converts (4300 digits), kept as text so the field
-    check that meets it can say where it is."""
-
-
-class Location(NamedTuple):
-    """Where a value came from, for error messages (one is made per row, so it is a cheap tuple)."""
-
-    file: str | None = None
-    line: int | None = None
-    sample_id: str | None = None
-    row_index: int | None = None
-    field: str | None = None
-
-    def at(self, **changes: Any) -> "Location":
-        return self._replace(**changes)
-
-    def __str__(self) -> str:
-        parts = []
-        if self.file:
-            parts.append(self.file + (f":{self.line}" if self.line is not None else ""))
-        elif self.line is not None:
-            parts.append(f"line {self.line}")
-        if self.sample_id:
-            parts.append(f"sample {self.sample_id!r}")
-        if self.row_index is not None:
-            parts.append(f"row {self.row_index}")
-        if self.field:
-            parts.append(f"field {self.field!r}")
-        return ", ".join(parts) or "<input>"
-
-
-class DataError(ValueError):
-    """Malformed benchmark input; the message starts with the location."""
-
-    def __init__(self, where: Location, problem: str):
-        self.where = where
-        self.problem = problem
-        super().__init__(f"{where}: {problem}")
-
-
-def _describe(value: Any) -> str:
-    if isinstance(value, HugeNumber):
-        return f"a number with {len(value.lstrip('-'))} digits"
-    try:
-        text = repr(value)
-    except RecursionError:
-        return f"a deeply nested {type(value).__name__}"
-    return f"{type(value).__name__} {text[:60] + '...' if len(text) > 60 else text}"
-
-
-Name = str | tuple[str, int, str]  # a field, or (list field, item number, key) inside a list item
-
-
-def _bad(where: Location, name: Name, expected: str, value: Any) -> DataError:
-    """``name`` is a field, or (list field, item number, key) for a value inside a list item: formatted here,
-    on the error path only."""
-    if isinstance(name, tuple):
-        name = f"{name[0]}[{name[1]}].{name[2]}"
-    return DataError(where.at(field=name), f"expected {expected}, got {_describe(value)}")
-
-
-# Field readers: inline type tests (they run for every value of every row); a Location is built only when
-# something is wrong.
-def _text(value: Any, where: Location, name: Name) -> str:
-    if type(value) is str:
-        return value
-    if value is None:
-        return ""
-    raise _bad(where, name, "a string", value)
-
-
-def _stripped(value: Any, where: Location, name: Name) -> str:
-    return _text(value, where, name).strip()
-
-
-def _names(value: Any, where: Location, name: Name) -> tuple[str, ...]:
-    """null reads as empty; a bare string is an error (one name, or several joined? it is ambiguous)."""
-    if type(value) is list and all(type(v) is str for v in value):
-        return tuple(v.strip() for v in value if v.strip())
-    if value is None:
-        return ()
-    raise _bad(where, name, "a list of names", value)
-
-
-def _label(value: Any, where: Location, name: Name) -> str | None:
-    if type(value) is str:
-        return value.strip()
-    if value is None:
-        return None
-    raise _bad(where, name, 'a string label, "" or null', value)
-
-
-def _number(value: Any, where: Location, name: Name) -> float | None:
-    """A finite number, a numeric string, or null. Infinity, NaN and integers beyond a float's range are
-    errors: none is a time or an intensity, and each would break arithmetic further on."""
-    if type(value) is float:
-        if math.isfinite(value):
-            return value
-        raise _bad(where, name, "a finite number", value)
-    if value is None:
-        return None
-    if type(value) is int or type(value) is str:
-        try:
-            number = float(value.strip() if type(value) is str else value)
-        except ValueError:
-            raise _bad(where, name, "a number", value) from None
-        except OverflowError:
-            raise _bad(where, name, "a number within a float's range", value) from None
-        if math.isfinite(number):
-            return number
-        raise _bad(where, name, "a finite number", value)
-    if isinstance(value, HugeNumber):
-        raise _bad(where, name, "a number within a float's range", value)
-    raise _bad(where, name, "a number", value)
 
 
 class PersonCue(NamedTuple):
@@ -194,17 +79,17 @@ class SupportStrategy(NamedTuple):
 
 # (item type, ((json key, reader), ...)) for each list-of-objects field of a row
 _ITEM_SPECS = {
-    "background_dialogue": (BackgroundUtterance, (("speaker", _stripped), ("target", _names), ("content", _text))),
-    "body_posture": (PersonCue, (("person", _stripped), ("description", _text))),
-    "facial_expressions": (PersonCue, (("person", _stripped), ("description", _text))),
-    "self_directed_behavior": (PersonCue, (("person", _stripped), ("description", _text))),
-    "interaction_behavior": (Interaction, (("initiator", _stripped), ("target", _names), ("description", _text))),
-    "internal_emotion": (Emotion, (("person", _stripped), ("emotion_description", _stripped),
-                                   ("intensity", _number))),
-    "viewpoints_attitudes": (Viewpoint, (("source", _stripped), ("target", _stripped), ("viewpoint", _stripped),
-                                         ("attitude", _stripped))),
-    "support_strategy": (SupportStrategy, (("provider", _stripped), ("target", _names), ("strategy_type", _stripped),
-                                    ("strategy_content", _text))),
+    "background_dialogue": (BackgroundUtterance, (("speaker", stripped_field), ("target", names_field), ("content", text_field))),
+    "body_posture": (PersonCue, (("person", stripped_field), ("description", text_field))),
+    "facial_expressions": (PersonCue, (("person", stripped_field), ("description", text_field))),
+    "self_directed_behavior": (PersonCue, (("person", stripped_field), ("description", text_field))),
+    "interaction_behavior": (Interaction, (("initiator", stripped_field), ("target", names_field), ("description", text_field))),
+    "internal_emotion": (Emotion, (("person", stripped_field), ("emotion_description", stripped_field),
+                                   ("intensity", number_field))),
+    "viewpoints_attitudes": (Viewpoint, (("source", stripped_field), ("target", stripped_field), ("viewpoint", stripped_field),
+                                         ("attitude", stripped_field))),
+    "support_strategy": (SupportStrategy, (("provider", stripped_field), ("target", names_field), ("strategy_type", stripped_field),
+                                    ("strategy_content", text_field))),
 }
 _CUE_FIELDS = ("body_posture", "facial_expressions", "self_directed_behavior")
 
@@ -213,7 +98,7 @@ def _items(value: Any, name: str, where: Location) -> tuple:
     if value is None or value == []:
         return ()
     if type(value) is not list:
-        raise _bad(where, name, "a list", value)
+        raise bad_field(where, name, "a list", value)
     make, spec = _ITEM_SPECS[name]
     out = []
     for i, item in enumerate(value):
@@ -221,7 +106,7 @@ def _items(value: Any, name: str, where: Location) -> tuple:
             if type(item) is str and name in _CUE_FIELDS:  # other exports store a bare description: keep it
                 out.append(PersonCue("", item))
                 continue
-            raise _bad(where, f"{name}[{i}]", "an object", item)
+            raise bad_field(where, f"{name}[{i}]", "an object", item)
         out.append(make(*[read(item.get(key), where, (name, i, key)) for key, read in spec]))
     return tuple(out)
 
@@ -282,24 +167,24 @@ def parse_row(raw: Any, position: int, where: Location) -> Row:
     """Parse the row at 1-based ``position``; an explicit ``row_index`` must agree with it."""
     where = Location(where.file, where.line, where.sample_id, position)  # not .at(): this runs for every row
     if type(raw) is not dict:
-        raise DataError(where, f"expected an object, got {_describe(raw)}")
+        raise DataError(where, f"expected an object, got {describe(raw)}")
     index = raw.get("row_index", position)
     if type(index) is not int or index != position:
-        raise _bad(where, "row_index", f"{position} (rows are numbered 1, 2, ... in order)", index)
+        raise bad_field(where, "row_index", f"{position} (rows are numbered 1, 2, ... in order)", index)
     speaker = raw.get("primary_speaker")
     if type(speaker) is not str or not speaker.strip():
-        raise _bad(where, "primary_speaker", "a speaker name", speaker)
+        raise bad_field(where, "primary_speaker", "a speaker name", speaker)
     get = raw.get
     return Row(
         position,
-        _number(get("start_time"), where, "start_time"),
-        _number(get("end_time"), where, "end_time"),
+        number_field(get("start_time"), where, "start_time"),
+        number_field(get("end_time"), where, "end_time"),
         speaker.strip(),
-        _names(get("target"), where, "target"),
-        _text(get("dialogue_cleaned"), where, "dialogue_cleaned"),
-        _text(get("utterance_type"), where, "utterance_type"),
+        names_field(get("target"), where, "target"),
+        text_field(get("dialogue_cleaned"), where, "dialogue_cleaned"),
+        text_field(get("utterance_type"), where, "utterance_type"),
         _items(get("background_dialogue"), "background_dialogue", where),
-        _text(get("tone_of_voice"), where, "tone_of_voice"),
+        text_field(get("tone_of_voice"), where, "tone_of_voice"),
         _items(get("body_posture"), "body_posture", where),
         _items(get("facial_expressions"), "facial_expressions", where),
         _items(get("self_directed_behavior"), "self_directed_behavior", where),
@@ -307,8 +192,8 @@ def parse_row(raw: Any, position: int, where: Location) -> Row:
         _items(get("internal_emotion"), "internal_emotion", where),
         _items(get("viewpoints_attitudes"), "viewpoints_attitudes", where),
         _items(get("support_strategy"), "support_strategy", where),
-        _label(get("relation_cycle_state"), where, "relation_cycle_state"),
-        _label(get("relation_pattern"), where, "relation_pattern"),
+        label_field(get("relation_cycle_state"), where, "relation_cycle_state"),
+        label_field(get("relation_pattern"), where, "relation_pattern"),
     )
 
 
@@ -421,28 +306,28 @@ def parse_sample(raw: Any, where: Location, *, sample_id: str | None = None,
     """Parse one sample object. ``sample_id`` overrides the object's own (the per-file layout); changes made
     to the participants list are appended to ``notes``."""
     if not isinstance(raw, Mapping):
-        raise DataError(where, f"expected an object, got {_describe(raw)}")
+        raise DataError(where, f"expected an object, got {describe(raw)}")
     if sample_id is None:
         sample_id = raw.get("sample_id")
         if not isinstance(sample_id, str) or not sample_id.strip():
-            raise DataError(where.at(field="sample_id"), f"expected a non-empty string, got {_describe(sample_id)}")
+            raise DataError(where.at(field="sample_id"), f"expected a non-empty string, got {describe(sample_id)}")
     sample_id = sample_id.strip()
     where = where.at(sample_id=sample_id)
     rows_raw = raw.get("rows")
     if not isinstance(rows_raw, list):
-        raise DataError(where.at(field="rows"), f"expected a list of rows, got {_describe(rows_raw)}")
+        raise DataError(where.at(field="rows"), f"expected a list of rows, got {describe(rows_raw)}")
     scenario = raw.get("scenario")
     if scenario is None:
         scenario = infer_scenario(rows_raw)
     if scenario not in SCENARIOS:
-        raise DataError(where.at(field="scenario"), f"expected one of {SCENARIOS}, got {_describe(scenario)}")
+        raise DataError(where.at(field="scenario"), f"expected one of {SCENARIOS}, got {describe(scenario)}")
     rows = tuple(parse_row(r, i, where) for i, r in enumerate(rows_raw, start=1))
     participants = raw.get("participants")
     if participants is None:  # the rows' first spelling of each name is the one the others must match
         check_name_spellings(rows, (), where)
         names = participants_from_rows(rows)
     else:
-        names = clean_participants(_names(participants, where, "participants"), where, notes)
+        names = clean_participants(names_field(participants, where, "participants"), where, notes)
         check_name_spellings(rows, names, where)
         unlisted: dict[str, int] = {}
         for row in rows:

@@ -13,7 +13,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from .schema import Sample
 
@@ -42,6 +42,11 @@ def assign_units(samples: Sequence[Sample]) -> dict[str, str]:
     for s in samples:
         folders.setdefault(find(f"sample:{s.sample_id}"), set()).add(s.folder)
     return {s.sample_id: "+".join(sorted(folders[find(f"sample:{s.sample_id}")])) for s in samples}
+
+
+def units_text(n: int) -> str:
+    """``1 unit``, ``3 units``: how reports count split units."""
+    return f"{n} unit" + ("" if n == 1 else "s")
 
 
 class LeakageError(RuntimeError):
@@ -194,3 +199,80 @@ def load_or_make_manifest(samples: Sequence[Sample], keep: Path | None, scheme: 
         if path is not None and (path == keep or not path.exists()):
             manifest.save(path)
     return manifest
+
+
+
+def fold_notes(manifest: SplitManifest, folds: int | Sequence[int], instances_per_unit: Mapping[str, int]) -> list[str]:
+    """What the test fold(s) ``folds`` hold, said for each scenario whose test instances come from a fold that has
+    none of its training instances, or that has no test instances at all (the real family samples are one unit,
+    so one fold holds all of them): what its scores then measure, and how to choose otherwise.
+    ``instances_per_unit`` counts the instances a command uses, by unit. Every command that trains or scores on
+    folds says these notes (train, eval, compare, cv: console, results, report, model card)."""
+    if manifest.scheme != "kfold":
+        return []
+    folds = [folds] if isinstance(folds, int) else sorted(folds)
+    scenarios = sorted({manifest.scenarios[u] for u, n in instances_per_unit.items() if n})
+    notes = []
+    for scenario in scenarios:
+        mine = {u: n for u, n in instances_per_unit.items() if n and manifest.scenarios[u] == scenario}
+        homes = sorted({int(manifest.assignment[u]) for u in mine})
+        others = "+".join(s for s in scenarios if s != scenario) or "other"
+
+        def count(fold: int, role: str) -> int:
+            roles = manifest.roles(fold)
+            return sum(n for u, n in mine.items() if roles[u] == role)
+
+        if len(folds) == 1:  # the issue's wording: where the data is, by its role in this run
+            role = {folds[0]: "test", (folds[0] + 1) % manifest.k: "validation"}  # as ``roles``; the rest trains
+            where = " and ".join(f"{role.get(f, 'training')} fold {f}" for f in homes)
+        else:
+            where = "fold" + "s" * (len(homes) > 1) + " " + ", ".join(map(str, homes))
+        held = f"{'all ' if len(homes) == 1 else ''}{scenario} data is in {where}"
+        free = [f for f in range(manifest.k) if f not in homes]
+        blind = [f for f in folds if count(f, "test") and not count(f, "train")]
+        if blind:
+            tested = sum(count(f, "test") for f in folds)
+            which = "" if len(folds) == 1 else (
+                f" in the run{'s' * (len(blind) > 1)} of test fold{'s' * (len(blind) > 1)} "
+                f"{', '.join(map(str, blind))}, which test{'s' * (len(blind) == 1)} "
+                f"{sum(count(f, 'test') for f in blind)} of the {tested} pooled {scenario} instances")
+            choice = (f"To train on {scenario} data choose another data.test_fold ({', '.join(map(str, free))}; then "
+                      f"no {scenario} instance is tested), or data.split=none to test every {scenario} instance with "
+                      f"an untrained model" if len(folds) == 1 and free else
+                      f"While all {scenario} data is in one fold, no fold both trains on and tests it"
+                      if len(homes) == 1 else "")
+            notes.append(f"{scenario}: 0 training instances{which} ({held}): {scenario} scores measure "
+                         f"{others}-to-{scenario} transfer" + (f". {choice}" if choice else ""))
+        if not any(count(f, "test") for f in folds):
+            trained = any(count(f, "train") for f in folds)
+            free = [f for f in free if f not in folds]
+            notes.append(f"{scenario}: 0 {'' if trained else 'training and 0 '}test instances ({held}): no {scenario} "
+                         f"scores{'' if trained else f' and no {scenario} training'}. Choose data.test_fold="
+                         f"{homes[0]} to score {scenario}" + ("" if trained or not free else
+                                                            f", or another ({', '.join(map(str, free))}) to train on it"))
+    return notes
+
+
+def spread_sample(items: Sequence, n: int, seed: int) -> list:
+    """``n`` of ``items`` (anything with a ``unit``) spread over their units, in their order: the units are
+    shuffled with ``seed`` and taken in turn, one item of each (drawn with the same seed) per round, so that a
+    small sample holds as many units, and couples and families alike, as it can (``limit`` takes the first ``n``:
+    often one unit)."""
+    import random
+
+    if n >= len(items):
+        return list(items)
+    draw = random.Random(seed)
+    by_unit: dict[str, list[int]] = {}
+    for index, item in enumerate(items):
+        by_unit.setdefault(item.unit, []).append(index)
+    units = sorted(by_unit)
+    draw.shuffle(units)
+    for indices in by_unit.values():
+        draw.shuffle(indices)
+    chosen: list[int] = []
+    while len(chosen) < n:
+        for unit in units:
+            if by_unit[unit] and len(chosen) < n:
+                chosen.append(by_unit[unit].pop())
+    return [items[i] for i in sorted(chosen)]

@@ -23,6 +23,7 @@ from ..inference.base import RANK_SCORES
 from ..inference.factory import backend_class, reasons
 from ..inference.options import ApiOptions, EngineOptions, check_api
 from ..scoring.bertscore import BertScoreConfig
+from ..scoring.calibration import CALIBRATIONS
 from ..scoring.judge import JudgeConfig
 from ..settings import ConfigError, as_list, compose, dotlist, find_yaml, meaning, read_yaml
 from ..tasks import TASKS
@@ -65,9 +66,12 @@ class EvalConfig(ApiOptions, EngineOptions):
         "score a trained model on samples its run trained or validated on (results then say 'includes "
         "training data')", hashed=False))
     seed: int = field(default=0, metadata=meaning(
-        "the backend's sampling seed (the split seed is data.split_seed)", low=0))
+        "the backend's sampling seed, and sample='s draw (the split seed is data.split_seed)", low=0))
     limit: Optional[int] = field(default=None, metadata=meaning(
-        "at most this many instances per task (smoke runs)", low=1, hashed=False))
+        "at most this many instances per task, the first ones (smoke runs)", low=1, hashed=False))
+    sample: Optional[int] = field(default=None, metadata=meaning(
+        "this many instances per task spread over the units, drawn with seed (a small representative run)", low=1,
+        hashed=False))
     output_dir: Optional[str] = field(default=None, metadata=meaning(
         "default runs/eval/<model>[+<adapter>]/<protocol>", hashed=False))
     overwrite: bool = field(default=False, metadata=meaning(
@@ -81,10 +85,20 @@ class EvalConfig(ApiOptions, EngineOptions):
         "vllm: engine processes, each on its own tensor_parallel_size GPUs (on CPU its share of the threads), "
         "each predicting a share of the instances into the one results folder", low=1, hashed=False))
     constrained: bool = field(default=True, metadata=meaning(
-        "structured outputs where the backend has them (vllm; json mode for openai)"))
+        "answers held to the candidate labels or JSON schema (hf, vllm; openai: JSON only); false: free"))
     rank_score: str = field(default="sum", metadata=meaning(
         "sum = log P(answer and end of turn); mean = per token", choices=RANK_SCORES))
+    calibration: str = field(default="none", metadata=meaning(
+        "protocol=rank: none | contextual (divide by the answer probabilities without the dialogue; Zhao et al. "
+        "2021) | pmi (minus the log-lik after the task question alone; Holtzman et al. 2021) | prior (minus "
+        "tau x log of the training fold's class prior; a trained run). Any but none keeps every method's scores, "
+        "so report --calibration re-ranks the result without the model", choices=CALIBRATIONS, hashed=False))
+    calibration_tau: Optional[float] = field(default=None, metadata=meaning(
+        "calibration=prior: tau; null: chosen on the run's validation fold by balanced accuracy", low=0,
+        hashed=False))
     progress: bool = field(default=True, metadata=meaning("progress bars", hashed=False))
+    verbose: bool = field(default=False, metadata=meaning(
+        "the engine's own output on the console too (default: in the run folder's eval.log)", hashed=False))
     allow_empty_answers: bool = field(default=False, metadata=meaning(
         "score a run even when most server answers were empty (they count as failures, reason empty)", hashed=False))
     # The scorers decide the scores, not the predictions: they have their own identity (scoring_identity).
@@ -201,6 +215,12 @@ def split_of(trained: list[TrainingRun], given: dict) -> dict:
 def validate(cfg: EvalConfig) -> None:
     if cfg.data.split == "leave_one_unit_out":
         raise ValueError("data.split=leave_one_unit_out is for baselines; eval takes none, kfold or holdout")
+    if cfg.calibration != "none" and cfg.protocol != "rank":
+        raise ValueError(f"calibration={cfg.calibration} re-ranks candidates' log-likelihoods: it needs protocol=rank "
+                         f"(protocol={cfg.protocol} generates answers, which have no scores to calibrate)")
+    if cfg.calibration_tau is not None and cfg.calibration != "prior":
+        raise ValueError(f"calibration_tau={cfg.calibration_tau} weighs the class prior of calibration=prior; "
+                         f"calibration={cfg.calibration} has no tau")
     if cfg.judge.retries is not None and cfg.judge.retries < 0:
         raise ValueError(f"judge.retries must be 0 or more, got {cfg.judge.retries}")
     check_api(cfg)

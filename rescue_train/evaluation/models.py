@@ -113,7 +113,7 @@ def backend_spec(cfg: EvalConfig, spec: ModelSpec) -> BackendSpec:
     """What the inference factory needs to serve ``spec`` with the settings of ``cfg``."""
     return BackendSpec(backend=cfg.backend, model=spec.model, adapters=spec.adapters, tokenizer=spec.tokenizer,
                        engine=pick(EngineOptions, cfg), api=pick(ApiOptions, cfg), batch_size=cfg.batch_size,
-                       seed=cfg.seed, progress=cfg.progress)
+                       seed=cfg.seed, progress=cfg.progress and cfg.verbose)  # quiet: our bar only
 
 
 def problems_before_work(cfg: EvalConfig, *, model: bool = True, judge: bool = True) -> list[str]:

@@ -10,7 +10,8 @@ from ..scoring.metric_uncertainty import paired_differences
 from ..scoring.metrics import SCOPES, task_labels, task_metrics
 from ..scoring.uncertainty import holm, minimal_detectable_difference
 from ..tasks import TASKS, ReportColumn
-from .tables import name_of, tell_apart, uncertainty_of
+from ..scoring.cells import uncertainty_of
+from .tables import name_of, tell_apart
 
 ALPHA, POWER = 0.05, 0.8
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..data import load_benchmark
-from ..data.splits import SplitManifest, assign_units, load_or_make_manifest, make_manifest
+from ..data.splits import SplitManifest, assign_units, load_or_make_manifest, make_manifest, spread_sample
 from ..tasks import Instance, build
 from .config import EvalConfig
 from .models import ModelSpec, model_name, resolve_model
@@ -55,9 +55,11 @@ class Benchmark:
             folds, keep = None, {unit for unit, role in manifest.roles().items() if role == "test"}
         else:
             folds = None
-        limit = self.cfg.limit
+        limit, sample = self.cfg.limit, self.cfg.sample
         instances = {task: [i for i in built if keep is None or i.unit in keep][:limit]
                      for task, built in self.built.items()}
+        if sample:
+            instances = {task: spread_sample(chosen, sample, self.cfg.seed) for task, chosen in instances.items()}
         split = {"scheme": manifest.scheme, "manifest_hash": manifest.hash, "seed": manifest.seed, "k": manifest.k,
                  "test_fold": folds[0] if folds and len(folds) == 1 else None, "test_folds": folds,
                  "manifest_notes": manifest.notes}
@@ -85,11 +87,13 @@ class Variant:
     cfg: EvalConfig | None = None
     folds: list[int] | None = None  # the test folds asked (several for a base beside adapters of several folds)
     training_data: dict[str, Any] | None = None  # what of its own training data it is scored on (allowed)
+    calibration: dict[str, Any] | None = None  # how its rank scores were calibrated (evaluation.calibrate)
 
 
 def default_output(cfg: EvalConfig, spec: ModelSpec) -> Path:
-    """runs/eval/<model>[+<adapter>...]/<protocol>: a second model or adapter does not land in the same folder."""
-    return Path("runs/eval", "+".join([model_name(spec.model), *spec.adapters]), cfg.protocol)
+    """runs/eval/<model>[+<adapter>...]/<protocol>[-<calibration>]: a second model or adapter does not land in the same folder."""
+    protocol = cfg.protocol if cfg.calibration == "none" else f"{cfg.protocol}-{cfg.calibration}"
+    return Path("runs/eval", "+".join([model_name(spec.model), *spec.adapters]), protocol)
 
 
 def variants(cfg: EvalConfig, spec: ModelSpec) -> list[Variant]:

@@ -10,7 +10,8 @@ from ..data import taxonomy
 from ..scoring.metrics import NO_ANSWER, task_labels, top1
 from ..tasks import TASKS, report_columns
 from .paired import ALPHA, metric_column
-from .tables import name_of, row_errors
+from ..scoring.cells import row_errors
+from .tables import name_of
 
 
 def models_plot(results: Sequence[dict[str, Any]], out: Path, scope: str = "both") -> list[Path]:
@@ -39,7 +40,7 @@ def models_plot(results: Sequence[dict[str, Any]], out: Path, scope: str = "both
             error = row_errors(r, scope).get(column) or {}
             if error.get("ci"):
                 ax.plot([x * spec.scale for x in error["ci"]], [y, y], color="tab:blue", linewidth=1.5)
-            ax.plot([value], [y], "o", color="tab:blue", markersize=4)
+            _point(ax, value, y, "tab:blue", has_interval=bool(error.get("ci")))
         ax.set_yticks(range(len(results)), names if ax in axes[:, 0] else [""] * len(results), fontsize=7)
         ax.set_ylim(len(results) - 0.5, -0.5)
         ax.set_title(spec.header, fontsize=9)
@@ -68,7 +69,7 @@ def forest_plots(cells: Sequence[dict[str, Any]], out: Path) -> list[Path]:
             colour = "tab:red" if significant else "black"
             if c.get("ci"):
                 ax.plot([c["ci"][0] * scale, c["ci"][1] * scale], [y, y], color=colour, linewidth=1.5)
-            ax.plot([c["diff"] * scale], [y], "o", color=colour, markersize=4)
+            _point(ax, c["diff"] * scale, y, colour, has_interval=bool(c.get("ci")))
         ax.axvline(0, color="grey", linewidth=0.8, linestyle="--")
         ax.set_yticks(range(len(mine)), [f"{c['result']} − {c['against']}: {metric_column(task, c['metric']).header}, "
                                          f"{c['scenario']}" for c in mine], fontsize=7)
@@ -77,6 +78,17 @@ def forest_plots(cells: Sequence[dict[str, Any]], out: Path) -> list[Path]:
         ax.set_title(f"{task.upper()}: paired differences, 95% intervals", fontsize=9)
         written.append(_save(fig, out / f"forest_{task}.png"))
     return written
+
+
+def _point(ax, x: float, y: float, colour: str, has_interval: bool) -> None:
+    """The estimate: a filled dot on its interval, or a hollow one marked "no interval" (a bare dot would read
+    as a value without uncertainty)."""
+    if has_interval:
+        ax.plot([x], [y], "o", color=colour, markersize=4)
+        return
+    ax.plot([x], [y], "o", markerfacecolor="white", markeredgecolor=colour, markersize=5)
+    ax.annotate("no interval", (x, y), xytext=(5, 0), textcoords="offset points", va="center", fontsize=6,
+                color=colour)
 
 
 def _slug(text: str) -> str:
@@ -92,7 +104,7 @@ def plot(results: dict[str, Any], out: Path) -> list[Path]:
     from sklearn.metrics import ConfusionMatrixDisplay
 
     written = []
-    stem = _slug(name_of(results))
+    folder = out / _slug(name_of(results))  # one folder per result
     fixed = [t for t in results["aggregates"] if t in TASKS and task_labels(t) is not None]
     for task in fixed:
         for scenario in taxonomy.SCENARIOS:
@@ -111,7 +123,7 @@ def plot(results: dict[str, Any], out: Path) -> list[Path]:
                 ax.set_title(f"{task.upper()} per-class recall, {scenario}: {name_of(results)}", fontsize=9)
                 for i, n in enumerate(names):
                     ax.text(0.01, i, f"n={per_class[n]['support']}", va="center", fontsize=7)
-                written.append(_save(fig, out / f"{stem}_{task}_{scenario}_recall.png"))
+                written.append(_save(fig, folder / f"{task}_{scenario}_recall.png"))
             gold = [r["gold"] for r in records]
             pred = [top1(r["prediction"]) for r in records]
             # Labels outside the taxonomy (other data versions) still get a row; unparsed answers a column.
@@ -121,7 +133,7 @@ def plot(results: dict[str, Any], out: Path) -> list[Path]:
             ConfusionMatrixDisplay.from_predictions(gold, pred, labels=shown, ax=ax, colorbar=False,
                                                     xticks_rotation="vertical")
             ax.set_title(f"{task.upper()} {scenario}", fontsize=9)
-            written.append(_save(fig, out / f"{stem}_{task}_{scenario}_confusion.png"))
+            written.append(_save(fig, folder / f"{task}_{scenario}_confusion.png"))
     return written
 
 
@@ -130,6 +142,6 @@ def _save(fig, path: Path) -> Path:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, bbox_inches="tight")  # the whole of every label, however long
     plt.close(fig)
     return path

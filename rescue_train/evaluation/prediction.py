@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from ..console import shown, shown_err
 from ..inference import make_backend
 from ..inference.factory import backend_class
 from ..io import append_jsonl, read_json, read_jsonl, write_json_atomic
@@ -36,7 +37,7 @@ def chunks(items: list, size: int) -> Iterable[list]:
 def progress(total: int, desc: str, enabled: bool):
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, unit="inst", disable=not enabled or total == 0)
+    return tqdm(total=total, desc=desc, unit="inst", disable=not enabled or total == 0, file=shown_err())
 
 
 class LazyBackend:
@@ -74,6 +75,12 @@ class Predicted:
     backend_info: dict
 
 
+def keep_scores(cfg: EvalConfig):
+    """A calibrated run's records keep the candidates' scores without the dialogue, ranked raw: the
+    calibration re-ranks them once every prediction is in (``evaluation.calibrate``)."""
+    return (lambda record: record) if cfg.calibration != "none" else None
+
+
 def predict_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalData,
                     backend: LazyBackend) -> Predicted:
     identity = prediction_identity(cfg, spec, variant, data)
@@ -83,7 +90,13 @@ def predict_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: Ev
     done = folder.done_predictions()
     todo = [inst for task in cfg.tasks for inst in data.instances[task] if inst.id not in done]
     chunk = cfg.chunk or backend_class(cfg.backend).default_chunk or cfg.batch_size
-    print_estimate(cfg, todo, [i for task in cfg.tasks for i in data.instances[task]], done, folder)
+    asked = [i for task in cfg.tasks for i in data.instances[task]]
+    print_estimate(cfg, todo, asked, done, folder)
+    if todo and len(todo) < len(asked):
+        print(f"{variant.name}: reusing {len(asked) - len(todo)} finished predictions in {folder.path}; "
+              f"{len(todo)} to predict", file=shown(), flush=True)
+    if todo:
+        backend.get()  # started before the progress bar, whose first estimate would count the engine's start
     with progress(len(todo), f"{variant.name}: predict", cfg.progress) as bar:
         def keep(records: list[dict]) -> None:  # on disk as they arrive: a kill re-asks nothing that came back
             append_jsonl(folder.predictions, records)
@@ -93,7 +106,8 @@ def predict_variant(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: Ev
         for part in chunks(todo, chunk):
             predict(backend.get(), part, protocol=cfg.protocol, mode=cfg.data.mode,
                     answer_format=cfg.data.answer_format, adapter=variant.adapter, max_tokens=budget_override(cfg),
-                    constrained=cfg.constrained, rank_score=cfg.rank_score, on_records=keep)
+                    constrained=cfg.constrained, rank_score=cfg.rank_score, on_records=keep,
+                    calibrate=keep_scores(cfg))
     return Predicted(identity, folder, done, backend.describe(folder.path))
 
 

@@ -7,6 +7,11 @@
 * ``rank``: for the closed-set tasks, every candidate's answer text (in ``data.answer_format``) is scored by
   its log-likelihood after the sft prompt: a full ranking, no parse failures, no generated tokens. The
   generation tasks (ER, VP, RSG), which have no candidates, are generated with the sft prompts.
+
+Generated answers are decoded greedily, constrained (``constrained=true``, the default) to the candidate labels or
+the answer's JSON schema by the same grammar engine on both local backends (xgrammar, inside vLLM and through a
+logits processor on hf), so that a protocol name means one decoding whatever runs it; :func:`decoding` says
+which decoding a result had, and its row says so when it was not constrained.
 """
 
 from __future__ import annotations
@@ -16,8 +21,9 @@ import json
 from typing import Any, Callable, Sequence
 
 from ..inference import Arrivals, Backend, BackendError, Completion, Messages, as_completion
+from ..scoring.calibration import CONTENT_FREE
 from ..scoring.metrics import instance_scores
-from ..tasks import TASKS, Instance, Parsed, render
+from ..tasks import TASKS, Instance, Parsed, render, render_without_dialogue
 from ..tasks.answers import answer_text, unfinished_reasoning
 
 
@@ -56,6 +62,19 @@ def constraint(inst: Instance, protocol: str, fmt: str = "label") -> dict[str, A
     return TASKS[inst.task].answer_schema(inst, answer_format(protocol, fmt))
 
 
+def decoding(protocol: str, constrained: bool, backend: dict[str, Any], fmt: str = "label") -> str:
+    """How a result's generated answers were decoded: ``constrained`` (labels and JSON held to their constraint),
+    ``free``, or on an API backend, which constrains JSON answers (its ``structured`` mode) but never labels, ``free
+    labels`` where the protocol asks for labels. ``backend`` is the backend's description (``Backend.info``)."""
+    if not constrained:
+        return "free"
+    if backend.get("structured_outputs"):
+        return "constrained"
+    if backend.get("structured", "none") != "none":
+        return "constrained" if answer_format(protocol, fmt) == "json" else "free labels"
+    return "free"
+
+
 def base_record(inst: Instance, protocol: str, prompt: Messages) -> dict[str, Any]:
     return {"id": inst.id, "task": inst.task, "scenario": inst.scenario, "unit": inst.unit,
             "sample_id": inst.sample_id, "row_index": inst.row_index, "protocol": protocol,
@@ -87,14 +106,29 @@ def generated_record(inst: Instance, protocol: str, prompt: Messages, raw: str |
             "usage": completion.usage, "scores": instance_scores(inst.task, inst.gold, value if parsed.ok else empty)}
 
 
-def ranked_record(inst: Instance, prompt: Messages, scored, rank_score: str) -> dict[str, Any]:
+def ranked_record(inst: Instance, prompt: Messages, scored, rank_score: str,
+                  without_dialogue: Sequence | None = None) -> dict[str, Any]:
+    """The record of a ranked instance, ranked by the raw scores. ``without_dialogue`` (a calibrated run): the
+    candidates' scores under each content-free input, then under the domain premise (:func:`calibration_requests`),
+    kept as ``loglik_content_free`` and ``loglik_premise`` for every calibration to re-rank from."""
     values = {label: (s.logprob / max(1, s.tokens) if rank_score == "mean" else s.logprob)
               for label, s in zip(inst.candidates, scored)}
     ranking = sorted(inst.candidates, key=lambda label: -values[label])  # stable: ties keep candidate order
-    return {**base_record(inst, "rank", prompt), "prediction": ranking, "parse_status": "ok", "parse_error": None,
-            "raw": None, "loglik": {label: s.logprob for label, s in zip(inst.candidates, scored)},
-            "answer_tokens": {label: s.tokens for label, s in zip(inst.candidates, scored)},
-            "scores": instance_scores(inst.task, inst.gold, ranking)}
+    record = {**base_record(inst, "rank", prompt), "prediction": ranking, "parse_status": "ok", "parse_error": None,
+              "raw": None, "loglik": {label: s.logprob for label, s in zip(inst.candidates, scored)},
+              "answer_tokens": {label: s.tokens for label, s in zip(inst.candidates, scored)},
+              "scores": instance_scores(inst.task, inst.gold, ranking)}
+    if without_dialogue is not None:
+        *free, premise = [{label: s.logprob for label, s in zip(inst.candidates, one)} for one in without_dialogue]
+        record.update(loglik_content_free=free, loglik_premise=premise)
+    return record
+
+
+def calibration_requests(inst: Instance, fmt: str = "label") -> list[tuple[Messages, list[str]]]:
+    """The same candidates scored without the dialogue: once per content-free input (contextual calibration),
+    then after the task question alone (the domain premise of PMI)."""
+    answers = [TASKS[inst.task].answer(inst, fmt, value=c) for c in inst.candidates]
+    return [(render_without_dialogue(inst, filler, fmt), answers) for filler in (*CONTENT_FREE, None)]
 
 
 def rank_request(inst: Instance, mode: str, fmt: str = "label") -> tuple[Messages, list[str]]:
@@ -105,9 +139,12 @@ def rank_request(inst: Instance, mode: str, fmt: str = "label") -> tuple[Message
 
 def predict(backend: Backend, instances: Sequence[Instance], *, protocol: str, mode: str, adapter: str | None,
             max_tokens: int | None = None, constrained: bool = True, rank_score: str = "sum",
-            answer_format: str = "label", on_records: Callable[[list[dict]], None] | None = None) -> list[dict]:
+            answer_format: str = "label", on_records: Callable[[list[dict]], None] | None = None,
+            calibrate: Callable[[dict], dict] | None = None) -> list[dict]:
     """Prediction records for ``instances``, in order: ranked ones in one scoring call, the rest in one
     generation call (the backend batches). ``answer_format`` is the data configuration's (sft and rank).
+    ``calibrate`` (a calibrated run) re-ranks each ranked record, which then also keeps its candidates' scores
+    without the dialogue (:func:`calibration_requests`).
     ``on_records`` gets every record once, as soon as it is made: a generated one as its answer arrives, also
     when a stopping error (:class:`BackendError`, raised naming the instance) ends the call."""
     fmt = answer_format
@@ -116,8 +153,12 @@ def predict(backend: Backend, instances: Sequence[Instance], *, protocol: str, m
     ranked = [i for i, inst in enumerate(instances) if is_ranked(inst, protocol)]
     if ranked:
         requests = [rank_request(instances[i], mode, fmt) for i in ranked]
-        for i, (prompt, _), scored in zip(ranked, requests, backend.loglikelihood(requests, adapter=adapter)):
-            records[i] = ranked_record(instances[i], prompt, scored, rank_score)
+        extra = [calibration_requests(instances[i], fmt) if calibrate else [] for i in ranked]
+        scored = iter(backend.loglikelihood([*requests, *(r for more in extra for r in more)], adapter=adapter))
+        first = [next(scored) for _ in ranked]
+        for i, (prompt, _), own, more in zip(ranked, requests, first, extra):
+            record = ranked_record(instances[i], prompt, own, rank_score, [next(scored) for _ in more] or None)
+            records[i] = calibrate(record) if calibrate else record
         keep([records[i] for i in ranked])
     generated = [i for i in range(len(instances)) if records[i] is None]
     if generated:

@@ -6,7 +6,7 @@
   per scenario, each model followed by the human reference where the task scores one (RSG: the real
   therapists' turns under the same judge);
 * parse failures and judged counts per task;
-* error bars: our cells read ``value ± half-width`` of the 95% interval of results.json's ``uncertainty``
+* error bars: our cells read ``value [low, high]``, the 95% interval of results.json's ``uncertainty``
   (computed from the records for results written without one), ``*`` where it rests on fewer than 10
   clusters; cells without an interval list why under the table; the paper's rows have no per-instance
   data, hence no interval, and are not comparable;
@@ -16,7 +16,8 @@
 * a power section: the smallest difference each metric can detect at 80% power and alpha 0.05;
 * our rows say which model (the base model, and the adapter), protocol, split (test fold, limit, whether it
   includes training data) and how many instances they rest on, beside the paper's whole-benchmark rows;
-* plots (``--out``): one figure comparing every model per column with its 95% interval (``models.png``),
+* plots (``--out``, in ``plots/``, linked from report.md): one figure comparing every model per column with its
+  95% interval (``models.png``),
   per-class recall and confusion matrices per scenario for the tasks with a fixed label set (ITP, RPP, SSP).
 
 RESULTS are results.json files or folders holding them at any depth (``NAME=PATH`` names their rows); a folder
@@ -34,10 +35,14 @@ from ..scoring.metrics import RECORD_FIELDS
 from ..scoring.uncertainty import BOOTSTRAP_DRAWS, BOOTSTRAP_SEED, FEW_CLUSTERS
 from .paired import ALPHA, POWER, compare_results, delta_tables, power_rows, power_table
 from .plots import forest_plots, models_plot, plot
-from .tables import failures, further_tasks, name_of, table5, table11, tell_apart
+from .tables import failures, further_tasks, name_of, table5, table11, tail_table, tell_apart
 
 # What the tables read from an evaluation's results.json (its records, when it has them, are checked too).
 RESULTS_FIELDS = {"table5": dict, "aggregates": dict}
+PLOTS = "plots"  # the report's figures: OUT/plots/, each result's own in OUT/plots/<its name>/
+TABLE5 = "## Table 5 layout (couple and family pooled)"
+TABLE11 = "## Table 11 layout (per scenario)"
+PAIRED = "## Paired comparisons"
 
 
 def load_results(path: str | Path, record_fields: dict[str, Any] = RECORD_FIELDS,
@@ -114,24 +119,31 @@ def render(results: Sequence[dict[str, Any]], with_paper: bool = True, compariso
              "a row rests on, over the table's tasks (the paper's rows: its Table 6 counts of the whole benchmark); "
              "Split = which of them: the test fold(s) of a split, or the whole benchmark, any limit per task, and "
              "whether a trained model is scored on its own training data.")
-    errors = (f"Our cells: value ± half-width of the 95% interval, the couple or family (the split unit) as the "
-              f"cluster: for a mean over instances the cluster-robust CR1 standard error with t on G-1 degrees of "
-              f"freedom, otherwise (ITP P/R/F1, RSG distinct-n) a percentile bootstrap of units within scenario "
+    errors = (f"Our cells: value [low, high], its 95% interval, the couple or family (the split unit) as the "
+              f"cluster: for a mean over instances the cluster-robust CR2 standard error with Satterthwaite degrees of "
+              f"freedom, the interval kept within the metric's range, otherwise (ITP P/R/F1, RSG distinct-n) an "
+              f"expanded percentile bootstrap of units within scenario "
               f"({BOOTSTRAP_DRAWS} draws, seed {BOOTSTRAP_SEED}); * = fewer than {FEW_CLUSTERS} clusters, an "
               f"interval to read with care. Rows marked (paper) are the published numbers: without per-instance "
               f"data they have no interval and are not comparable (never tested against).")
     further = further_tasks(results)
-    told = [f"- {name_of(r)}: {note}" for r in results for note in r.get("notes", [])]  # e.g. a cv's family note
+    told = [f"- {name_of(r)}: {note}" for r in results  # a cv's family note; what a trained model's fold held
+            for note in [*r.get("notes", []), *r.get("split", {}).get("fold_notes", [])]]
     sections = [
         "# RESCUE-Bench results", *(["\n".join(told)] if told else []),
-        "## Table 5 layout (couple and family pooled)", notes, errors,
-        table5(results, with_paper), "## Table 11 layout (per scenario)", table11(results, with_paper),
+        TABLE5, notes, errors, table5(results, with_paper), TABLE11, table11(results, with_paper),
         *(["## Tasks beyond the paper", further] if further else []),
+        *(["## Rare labels and label collapse (couple and family pooled)",
+           "Beside accuracy: macro-F1, balanced accuracy (mean recall of the gold labels) and few rec. (the mean "
+           "recall of the rare labels: the rarest gold labels holding together at most a third of the instances, "
+           "listed last), in percent with the 95% interval (cluster bootstrap; [–]: none); then the label-collapse "
+           "line: how many distinct labels the model predicted (top-1) of those in the gold, and the entropy of "
+           "its predicted labels in bits (0: the same label for every instance).", tail] if (tail := tail_table(results)) else []),
         "## Parse failures (counted as wrong answers)", failures(results)]
     if comparisons:
-        sections += ["## Paired comparisons",
+        sections += [PAIRED,
                      "Each result minus the reference on the instances both scored: Δ [95% interval], in the "
-                     "tables' units. Means: the CR1 SE of the per-instance differences, t test on G-1 df; "
+                     "tables' units. Means: the CR2 SE of the per-instance differences, t test on Satterthwaite df; "
                      "ITP P/R/F1 and RSG distinct-n: the paired cluster bootstrap (both results on the same draws of "
                      "units). "
                      f"**Bold**: Holm-adjusted p < {ALPHA} over all cells of that comparison. "
@@ -167,15 +179,27 @@ def build(results: Sequence[dict[str, Any]], reference: int = 0, with_paper: boo
 
 def write(report: Report, results: Sequence[dict[str, Any]], out: Path, plots: bool = True) -> list[Path]:
     """``out/report.md``, ``comparisons.json`` and ``power.json`` where there are any, and the plots
-    (returned): the models side by side first, then each model's own."""
+    (returned) in ``out/plots``: the models side by side first, then each model's own, then the paired
+    differences; report.md links each figure under the heading of its table."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "report.md").write_text(report.text)
     if len(results) > 1:
         write_json_atomic(out / "comparisons.json", report.comparisons)
     if report.power is not None:
         write_json_atomic(out / "power.json", report.power)
-    if not plots:
-        return []
-    return [*models_plot(results, out), *[p for r in results for p in plot(r, out)],
-            *forest_plots(report.comparisons, out)]
-
+    text, written = report.text, []
+    if plots:
+        folder = out / PLOTS
+        models, forests = models_plot(results, folder), forest_plots(report.comparisons, folder)
+        own = {name_of(r): plot(r, folder) for r in results}
+        link = lambda path: f"[{path.stem}]({path.relative_to(out).as_posix()})"  # noqa: E731
+        figures = {TABLE5: [f"![every model per column, with its interval]({m.relative_to(out).as_posix()})"
+                            for m in models],
+                   TABLE11: [f"Per-class recall and confusion, {name}: " + ", ".join(map(link, paths))
+                             for name, paths in own.items() if paths],
+                   PAIRED: [f"![{f.stem}]({f.relative_to(out).as_posix()})" for f in forests]}
+        for heading, lines in figures.items():
+            if lines:
+                text = text.replace(f"{heading}\n", f"{heading}\n\n" + "\n\n".join(lines) + "\n", 1)
+        written = [*models, *[p for paths in own.values() for p in paths], *forests]
+    (out / "report.md").write_text(text)
+    return written

@@ -13,6 +13,7 @@ from ..scoring.metric_uncertainty import result_uncertainty
 from ..scoring.metrics import aggregate, table5_row, task_labels
 from .config import to_dict
 from .models import model_name
+from .protocols import decoding
 from .run_folder import RESULTS_FORMAT, scoring_identity
 from .usage import usage_totals
 
@@ -38,10 +39,15 @@ def scored(tasks: list[str], records: list[dict], judge_on_failure: str) -> dict
     }
 
 
+def label(name: str, calibration: str) -> str:
+    """A results row's label: the model's, and the calibration that ranked it when there is one."""
+    return name if calibration == "none" else f"{name} [{calibration}]"
+
+
 def write_results(cfg, spec, variant, data, backend_info, identity, folder, records) -> dict:
     results = {
         "format": RESULTS_FORMAT,
-        "label": variant.name if variant.adapter else model_name(spec.model),
+        "label": label(variant.name if variant.adapter else model_name(spec.model), cfg.calibration),
         "output_dir": str(folder.path),
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "config": to_dict(cfg),
@@ -55,12 +61,14 @@ def write_results(cfg, spec, variant, data, backend_info, identity, folder, reco
         "includes_training_data": variant.training_data is not None,
         "training_data": variant.training_data,
         "backend": backend_info,
+        "decoding": decoding(cfg.protocol, cfg.constrained, backend_info, cfg.data.answer_format),
         "versions": versions(),
         "git_commit": git_commit(),
         "executor": executor_info(),
         "seed": cfg.seed,
         "data": {"source": data.source, "fingerprint": data.fingerprint, "notes": data.notes},
         "split": data.split,
+        **({"calibration": variant.calibration} if variant.calibration else {}),
         **scored(cfg.tasks, records, cfg.judge.on_failure),
         "records": records,
     }

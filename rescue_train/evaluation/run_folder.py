@@ -23,6 +23,8 @@ SCORE_FIELDS = {"id": str}
 
 def prediction_identity(cfg: EvalConfig, spec: ModelSpec, variant: Variant, data: EvalData) -> dict[str, Any]:
     config = identity(cfg)
+    if cfg.calibration != "none":  # the candidates' scores without the dialogue are kept; any method re-ranks them
+        config["calibration_scores"] = True
     adapter_path = spec.adapters.get(variant.adapter) if variant.adapter else None
     return {"config": config, "model": spec.model, "tokenizer": spec.tokenizer, "adapter": adapter_path,
             "adapter_weights": weights_digest(adapter_path) if adapter_path and Path(adapter_path).is_dir() else None,

@@ -17,10 +17,14 @@ A killed run resumes from the two jsonl files without recomputing finished insta
 
 from __future__ import annotations
 
+import os
+from collections import Counter
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
+from ..console import chatter_to
+from ..data.splits import fold_notes
 from ..inference.factory import backend_class, check_model
 from ..folders import output_folder, own_folder
 from ..provenance import config_hash
@@ -28,7 +32,10 @@ from .config import EvalConfig, to_dict
 from .models import ModelSpec, backend_spec, problems_before_work, resolve_model
 from .plan import Benchmark, check_training_data, variants
 from .run_folder import scoring_identity
+from .calibrate import calibrate
+from .calibrate import check as check_calibration
 from .prediction import LazyBackend, check_empty_answers, predict_sharded, predict_variant
+from .protocols import predict
 from .scorers import make_scorers, score_variant
 
 # The files of a tokenizer folder that decide the prompts (tokenizer.json, tokenizer_config.json, vocab.json,
@@ -63,15 +70,22 @@ def run_together(cfgs: list[EvalConfig], *, backend=None, judge_backend=None) ->
         check_model(cfg.judge.model, "judge.model")
     benchmarks: dict[str, Benchmark] = {}  # one per data configuration (a baseline's prompts are the runs')
     planned = []
+    built = {}  # each variant's benchmark instances (calibration draws from them)
     for one, spec in zip(cfgs, specs):
-        benchmark = benchmarks.setdefault(config_hash({"data": to_dict(one)["data"], "tasks": one.tasks, "limit": one.limit}),
-                                          Benchmark(one))
+        benchmark = benchmarks.setdefault(
+            config_hash({"data": to_dict(one)["data"], "tasks": one.tasks, "limit": one.limit}), Benchmark(one))
         for variant in variants(one, spec):
             data = benchmark.select(variant.cfg.data, variant.folds)
             variant.training_data = check_training_data(variant.cfg, variant, data)
+            check_calibration(variant.cfg, variant)
+            if variant.run is not None and data.split["test_folds"]:  # a trained model: what its fold trained on
+                data.split["fold_notes"] = fold_notes(
+                    benchmark.manifest(variant.cfg.data), data.split["test_folds"],
+                    Counter(i.unit for instances in benchmark.built.values() for i in instances))
+            built[id(variant)] = benchmark.built
             planned.append((variant, data, spec))
     with ExitStack() as held:  # one writer per run folder
-        for one, spec in zip(cfgs, specs):
+        for spec in specs:
             chosen = [v for v, _, s in planned if s is spec]
             if len(chosen) > 1:
                 own_folder(chosen[0].output.parent, "eval")
@@ -82,12 +96,23 @@ def run_together(cfgs: list[EvalConfig], *, backend=None, judge_backend=None) ->
             for scorer in scorers:
                 scorer.check([task for task in cfg.tasks if scorer.applies(task)])
             lazy = LazyBackend(cfg, shared, backend)
-            try:
-                if cfg.data_parallel > 1 and backend is None:
-                    predict_sharded(shared, planned)
-                predicted = [(v, d, s, predict_variant(v.cfg, s, v, d, lazy)) for v, d, s in planned]
-            finally:
-                lazy.close()  # every prediction is made: free the device before a local judge model or engine starts
+            log = Path(os.path.commonpath([v.output for v, _, _ in planned])) / "eval.log"
+            with chatter_to(log, verbose=cfg.verbose or not backend_class(cfg.backend).chatty):
+                try:
+                    if cfg.data_parallel > 1 and backend is None:
+                        predict_sharded(shared, planned)
+                    predicted = [(v, d, s, predict_variant(v.cfg, s, v, d, lazy)) for v, d, s in planned]
+                    for variant, data, _, done in predicted:
+                        ids = [i.id for task in variant.cfg.tasks for i in data.instances[task]]
+                        records = [done.records[i] for i in ids]
+                        variant.calibration = calibrate(variant.cfg, records, variant, built[id(variant)],
+                                                        lambda asked, v=variant: predict(
+                                                            lazy.get(), asked, protocol="rank", mode=v.cfg.data.mode,
+                                                            adapter=v.adapter, rank_score=v.cfg.rank_score,
+                                                            answer_format=v.cfg.data.answer_format))
+                        done.records.update(zip(ids, records))
+                finally:
+                    lazy.close()  # every prediction is made: free the device before a local judge model or engine starts
             for variant, data, _, done in predicted:
                 check_empty_answers(variant.cfg, variant, [done.records[i.id] for task in variant.cfg.tasks
                                                            for i in data.instances[task]])

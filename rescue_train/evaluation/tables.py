@@ -1,5 +1,5 @@
 """The report's result tables: rows named after their model, protocol and split, the paper's rows beside ours,
-cells with the half-width of their 95% interval, and the tasks beyond the paper in their own tables."""
+cells with their 95% interval ([low, high]), and the tasks beyond the paper in their own tables."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any, Sequence
 
 from .. import paper
 from ..provenance import describe_split
-from ..scoring.metric_uncertainty import result_uncertainty
-from ..scoring.metrics import table5_row, task_labels
+from ..scoring.cells import cell, row_errors, uncertainty_of
+from ..scoring.metrics import table5_row
 from ..tasks import TASKS, report_columns
 from .models import model_name
 
@@ -23,7 +23,8 @@ def _plain_name(results: dict[str, Any]) -> str:
     base = model.get("name") or (model_name(model["base"]) if model.get("base") else None)
     if model.get("adapter") and base and base not in label:
         label = f"{base} + {label}"
-    name = f"{label} [{cfg.get('protocol', '?')}]"
+    free = results.get("decoding") not in (None, "constrained")  # the default goes unsaid
+    name = f"{label} [{cfg.get('protocol', '?')}{', ' + results['decoding'] if free else ''}]"
     if cfg.get("judge", {}).get("vp_scale") == "ref0to6":
         name += " (VP judge 0-6)"
     return name
@@ -46,48 +47,6 @@ def tell_apart(results: Sequence[dict[str, Any]]) -> None:
     for r, name in zip(results, names):
         if names.count(name) > 1 and "report_name" not in r:
             r["report_name"] = f"{name} ({Path(r.get('output_dir') or '?').name})"
-
-
-def uncertainty_of(results: dict[str, Any]) -> dict[str, Any]:
-    """results.json's ``uncertainty``; for results written before it existed, computed from the records
-    (once: kept in the loaded document)."""
-    if "uncertainty" not in results:
-        records = results.get("records", [])
-        results["uncertainty"] = {
-            task: result_uncertainty(task, [r for r in records if r["task"] == task], task_labels(task), scopes)
-            for task, scopes in results["aggregates"].items() if task in TASKS}
-    return results["uncertainty"]
-
-
-def _column_task() -> dict[str, str]:
-    return {c.key: t.name for t in TASKS.values() for c in t.report_columns}
-
-
-def row_errors(results: dict[str, Any], scope: str, source: str = "") -> dict[str, dict | None]:
-    """Column key -> the uncertainty entry of that cell (``source``: ``human.`` for the real turns)."""
-    uncertainty, known = uncertainty_of(results), report_columns()
-    return {key: uncertainty.get(task, {}).get(scope, {}).get(source + known[key].metric)
-            for key, task in _column_task().items()}
-
-
-def cell(column: str, value: float | None, error: dict | None = None) -> str:
-    """A table cell: the value, and ``± half-width`` of its interval when it has one (``*``: fewer than
-    FEW_CLUSTERS clusters)."""
-    if value is None:
-        return "–"
-    spec = report_columns()[column]
-    text = f"{value:.{spec.digits}f}"
-    if error and error.get("ci"):
-        half = (error["ci"][1] - error["ci"][0]) / 2 * spec.scale
-        text += f" ± {half:.{spec.digits}f}" + ("*" if error.get("few_clusters") else "")
-    return text
-
-
-def task_cells(results: dict[str, Any], task: str, scope: str = "both") -> list[str]:
-    """``header value ± half-width`` of each of the task's table columns, as the report's cells read."""
-    errors = row_errors(results, scope)
-    return [f"{c.header} {cell(c.key, results['table5'].get(scope, {}).get(c.key), errors.get(c.key))}"
-            for c in TASKS[task].report_columns if results["table5"].get(scope, {}).get(c.key) is not None]
 
 
 Row = tuple[str, dict[str, float | None], dict[str, dict | None]]
@@ -193,3 +152,36 @@ def failures(results: Sequence[dict[str, Any]]) -> str:
                       for k in ("n", "parse_failures", "truncated", "refused", "judged", "judge_failures")]
             lines.append(f"| {name_of(r)} | {task} | " + " | ".join(map(str, counts)) + " |")
     return "\n".join(lines)
+
+
+TAIL_COLUMNS = (("accuracy", "acc.", 100), ("macro_f1", "macro-F1", 100), ("balanced_accuracy", "bal. acc.", 100),
+                ("few_recall", "few rec.", 100))
+
+
+def tail_table(results: Sequence[dict[str, Any]], scope: str = "both") -> str:
+    """Per closed-set task and result: accuracy, macro-F1, balanced accuracy and the rare classes' recall (each
+    with its 95% interval, [–] where none could be given), and the label-collapse line: the labels predicted of those in the gold,
+    and the entropy of the predicted labels in bits (0: one label for every instance)."""
+    lines = ["| Model | Task | n | " + " | ".join(h for _, h, _ in TAIL_COLUMNS) + " | labels predicted / gold | "
+             "entropy (bits) | few classes |", "|---|---|---:|" + "---:|" * len(TAIL_COLUMNS) + "---:|---:|---|"]
+    for r in results:
+        errors = uncertainty_of(r)
+        for task, scopes in r["aggregates"].items():
+            agg = scopes.get(scope)
+            if not agg or not TASKS[task].closed_set:
+                continue
+
+            def shown(metric: str, scale: float = 1.0, digits: int = 1) -> str:
+                value = agg.get(metric)
+                if value is None:
+                    return "–"
+                entry = errors.get(task, {}).get(scope, {}).get(metric)
+                ci = entry.get("ci") if entry else None
+                interval = (f" [{ci[0] * scale:.{digits}f}, {ci[1] * scale:.{digits}f}]" if ci else
+                            " [–]" if entry else "")
+                return f"{value * scale:.{digits}f}{interval}"
+            lines.append(f"| {name_of(r)} | {task} | {agg.get('n')} | " +
+                         " | ".join(shown(m, s) for m, _, s in TAIL_COLUMNS) +
+                         f" | {agg.get('predicted_labels', 0):.0f} / {agg.get('gold_labels')} | "
+                         f"{shown('prediction_entropy', 1.0, 2)} | {', '.join(agg.get('few_classes') or [])} |")
+    return "\n".join(lines) if len(lines) > 2 else ""

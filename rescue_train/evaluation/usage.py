@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from ..console import shown
 from ..inference.factory import backend_class
 from ..scoring.judge import judge_budget, needs_judging
 from ..tasks import TASKS, Instance
@@ -89,5 +90,5 @@ def print_estimate(cfg: EvalConfig, todo: Sequence[Instance], instances: Iterabl
     judged = {i for i, s in folder.done_scores().items() if not needs_judging(s)}
     numbers = estimate(cfg, todo, instances, predictions, judged, folder.path / "judge_cache.jsonl")
     if any(n["calls"] or n.get("cached") for n in numbers.values()):
-        print(describe_estimate(numbers), flush=True)
+        print(describe_estimate(numbers), file=shown(), flush=True)
 

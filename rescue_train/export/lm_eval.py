@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..data.schema import DataError
+from ..data.fields import DataError
 from ..io import write_json_atomic
 from ..provenance import versions
 

@@ -101,6 +101,7 @@ class Backend:
     adapters_by_name = False  # adapters are models the server serves under a name (vllm serve --lora-modules)
     data_parallel = False  # several engine processes may share one run (data_parallel=N), each on its GPUs
     constrains = False  # structured outputs for constrained=true
+    chatty = False  # writes its own logs to the console (an engine's INFO lines): sent to the run's eval.log
     default_chunk: int | None = None  # instances per resumable step; None: the batch size
     reasons = False  # reasoning budgets by default (reasoning=null): an API model's budget bounds only its use
     judge_retries = 0  # asks again per unreadable verdict: 0 where the same prompt gets the same (greedy) answer

@@ -48,6 +48,7 @@ def check_model(name: str, key: str = "model") -> None:
         return
     if looks_local(name):
         raise ConfigError(f"{key}={name}: no such folder (current directory: {Path.cwd()})")
+    from huggingface_hub import is_offline_mode
     from huggingface_hub.errors import HFValidationError
     from transformers import AutoConfig
 
@@ -55,6 +56,10 @@ def check_model(name: str, key: str = "model") -> None:
         AutoConfig.from_pretrained(name)
     except (OSError, HFValidationError) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if is_offline_mode() and not isinstance(exc, HFValidationError):  # the cause is offline mode, not the name
+            raise ConfigError(f"{key}={name}: not in the Hugging Face cache, and offline mode (HF_HUB_OFFLINE=1) "
+                              f"downloads nothing: fetch it once online with `hf download {name}`, or unset "
+                              "HF_HUB_OFFLINE") from None
         raise ConfigError(f"{key}={name}: no such folder here, and no model of that name on the Hugging Face Hub "
                           f"(or in its cache, offline): {first}") from None
     except ValueError:  # a model transformers reads only with options (remote code): the loader will say

@@ -1,19 +1,56 @@
 """The transformers backend: batched greedy generation and log-likelihood scoring, on CPU or GPU.
 
 LoRA adapters are attached with peft under their own names and switched per request; the base model is
-served with the adapters disabled. Structured outputs are not available here: generation is plain greedy.
+served with the adapters disabled. Constrained answers (``{"choice": [...]}``, ``{"json": schema}``) are decoded
+with xgrammar, the grammar engine vLLM uses for the same requests, so that a protocol means the same decoding on
+both local backends (docs/evaluation.md, "Decoding").
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
 from ..devices import native_bf16, release_memory
 from .base import Backend, ChatEncoder, Messages, Scored
 from .presets import model_folder
+
+
+def choice_grammar(choices: Sequence[str]) -> str:
+    """The EBNF grammar of exactly one of ``choices`` (as vLLM writes a choice constraint for xgrammar): JSON string
+    literals are EBNF string literals with the same escapes."""
+    return "root ::= " + " | ".join(json.dumps(c, ensure_ascii=False) for c in choices)
+
+
+class Grammars:
+    """Constraints compiled for one model's vocabulary: a choice as its EBNF grammar, a JSON schema with free
+    whitespace between tokens (vLLM's default), each ending on the model's stop tokens."""
+
+    def __init__(self, tokenizer, vocab_size: int, stop_ids: Sequence[int]):
+        try:
+            import xgrammar
+        except ImportError as exc:
+            raise ValueError("constrained decoding on backend=hf needs xgrammar (pip install xgrammar; it comes with "
+                             f"vLLM), or constrained=false for free generation (import failed: {exc})") from None
+        self.xgrammar = xgrammar
+        info = xgrammar.TokenizerInfo.from_huggingface(tokenizer, vocab_size=vocab_size, stop_token_ids=list(stop_ids))
+        self.compiler = xgrammar.GrammarCompiler(info)
+
+    def compile(self, constraint: dict[str, Any]):
+        if "choice" in constraint:
+            return self.compiler.compile_grammar(choice_grammar(constraint["choice"]))
+        if "json" in constraint:
+            return self.compiler.compile_json_schema(json.dumps(constraint["json"]), any_whitespace=True)
+        raise ValueError(f"unknown answer constraint {sorted(constraint)}")
+
+    def processor(self, compiled: list):
+        """A fresh logits processor for one ``generate`` call (xgrammar's keeps per-row state)."""
+        from xgrammar.contrib.hf import LogitsProcessor
+
+        return LogitsProcessor(compiled)
 
 
 def resolve_dtype(dtype: str, device: str):
@@ -136,6 +173,7 @@ def attention_masks(config, segment, position, dtype):
 
 class HFBackend(Backend):
     name = "hf"
+    constrains = True  # xgrammar, as inside vLLM
 
     @classmethod
     def start(cls, spec) -> HFBackend:
@@ -168,6 +206,14 @@ class HFBackend(Backend):
                 net.load_adapter(path, adapter_name=name)
         self.model = net.to(self.device).eval()
         self.model_path = model
+        self._grammars: Grammars | None = None
+
+    def grammars(self) -> Grammars:
+        if self._grammars is None:
+            stop = self.model.generation_config.eos_token_id
+            self._grammars = Grammars(self.encoder.tokenizer, self.model.config.get_text_config().vocab_size,
+                                      stop if isinstance(stop, list) else [stop])
+        return self._grammars
 
     def close(self) -> None:
         # Drop the weights and give their device memory back, so that a vLLM engine (which sizes its KV cache
@@ -178,7 +224,7 @@ class HFBackend(Backend):
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "device": self.device, "dtype": str(self.torch_dtype).replace("torch.", ""),
-                "batch_size": self.batch_size, "structured_outputs": False}
+                "batch_size": self.batch_size, "structured_outputs": True}
 
     @contextlib.contextmanager
     def _use(self, adapter: str | None):
@@ -193,9 +239,11 @@ class HFBackend(Backend):
             self.model.set_adapter(adapter)
             yield
 
-    def _batches(self, lengths: Sequence[int]) -> list[list[int]]:
-        """Indices grouped into batches of similar length (longest first), to waste little padding."""
-        order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    def _batches(self, lengths: Sequence[int], indices: Sequence[int] | None = None) -> list[list[int]]:
+        """Indices (``indices``, else 0..) grouped into batches of similar length (longest first), to waste little
+        padding; ``lengths`` are theirs, in order."""
+        indices = list(range(len(lengths))) if indices is None else list(indices)
+        order = [indices[k] for k in sorted(range(len(lengths)), key=lambda k: -lengths[k])]
         return [order[i:i + self.batch_size] for i in range(0, len(order), self.batch_size)]
 
     def _left_pad(self, sequences: list[list[int]]):
@@ -210,17 +258,26 @@ class HFBackend(Backend):
     def generate(self, prompts: Sequence[Messages], *, max_new_tokens: Sequence[int],
                  constraints=None, adapter: str | None = None, on_answers=None) -> list[str]:
         import torch
+        from transformers import LogitsProcessorList
 
         encoded = [self.encoder.prompt_ids(m) for m in prompts]
+        constraints = constraints or [None] * len(prompts)
+        compiled = [self.grammars().compile(c) if c else None for c in constraints]
         texts: list[str] = [""] * len(encoded)
         config = copy.deepcopy(self.model.generation_config)
         config.do_sample, config.temperature, config.top_p, config.top_k = False, None, None, None
         config.pad_token_id = self.encoder.tokenizer.pad_token_id
+        # Constrained and free prompts go in separate batches: xgrammar's processor constrains every row it gets.
+        groups = [[i for i in range(len(encoded)) if (compiled[i] is None) == free] for free in (True, False)]
         with self._use(adapter), torch.inference_mode():
-            for batch in self._batches([len(e) for e in encoded]):
+            for batch in (b for group in groups if group for b in self._batches([len(encoded[i]) for i in group],
+                                                                               group)):
                 ids, mask = self._left_pad([encoded[i] for i in batch])
                 config.max_new_tokens = max(max_new_tokens[i] for i in batch)
-                out = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
+                processors = LogitsProcessorList([self.grammars().processor([compiled[i] for i in batch])]) \
+                    if compiled[batch[0]] is not None else None
+                out = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=config,
+                                          logits_processor=processors)
                 for row, i in enumerate(batch):
                     # Greedy rows are independent, so cutting at the row's own limit equals generating with it.
                     new = out[row, ids.shape[1]:ids.shape[1] + max_new_tokens[i]].tolist()

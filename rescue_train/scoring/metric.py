@@ -146,6 +146,24 @@ def recall_of(scores: ClassScores, classes: np.ndarray) -> np.ndarray:
     return _mean_over(scores.recall, scores.present & classes)
 
 
+def _prediction_shares(scores: ClassScores, answers: np.ndarray | None) -> np.ndarray:
+    predicted = scores.predicted if answers is None else scores.predicted * answers
+    return predicted / np.maximum(1e-300, predicted.sum(1, keepdims=True))
+
+
+def predicted_labels(scores: ClassScores, answers: np.ndarray | None = None) -> np.ndarray:
+    """Per draw, how many classes were predicted at least once (``answers``: a class mask leaving out what is no
+    label, a failed answer): with the gold's count, the label-collapse line."""
+    return (_prediction_shares(scores, answers) > 0).sum(1).astype(float)
+
+
+def prediction_entropy(scores: ClassScores, answers: np.ndarray | None = None) -> np.ndarray:
+    """Per draw, the entropy in bits of the predicted classes' distribution: 0 when one class is predicted for
+    every instance, log2 K when K classes are predicted equally often."""
+    shares = _prediction_shares(scores, answers)
+    return -(shares * np.log2(np.where(shares > 0, shares, 1.0))).sum(1) + 0.0
+
+
 # ---------------------------------------------------------------- "few": classes by their training frequency
 
 FREQUENCY_GROUPS = ("head", "medium", "tail")

@@ -4,12 +4,14 @@ The statistics are :mod:`rescue_train.scoring.uncertainty`'s, the metrics :mod:`
 this module joins them. The cluster of a record is its split unit (``unit``: a couple or a family).
 
 * :func:`result_uncertainty`: ``{scope: {metric: entry}}`` for every metric of ``aggregate`` that is a number
-  (counts aside): a mean over records (``metrics.record_values``) gets its CR1 standard error and t interval;
-  any other metric (``metrics.resampled_metrics``) a percentile cluster bootstrap that resamples units within
-  scenario. Each entry's estimate is checked to be the aggregate's value.
+  (counts aside): a mean over records (``metrics.record_values``) gets its CR2 standard error and an interval
+  inside its range (``Metric.bounds``; ``uncertainty.clustered_mean``); any other metric (``metrics.resampled_metrics``) an
+  expanded percentile cluster bootstrap that resamples units within scenario. Each entry's estimate is checked to be the aggregate's value.
 * :func:`paired_differences`: one result minus another on the instances both scored, per scope and metric:
-  for a mean, the CR1 estimator over per-instance differences and its t test (G-1 df); otherwise the cluster
-  bootstrap of the difference (both results on the same draws) and its bootstrap p.
+  for a mean, the same estimator over per-instance differences (the metric's range [lo, hi] becomes
+  [lo - hi, hi - lo]) and its t test
+  (Bell-McCaffrey df); otherwise the cluster bootstrap of the difference (both results on the same draws) and
+  its bootstrap p.
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .metrics import SCOPES, aggregate, metric_value, record_values, resampled_metrics, scope_labels
-from .uncertainty import (BOOTSTRAP_DRAWS, BOOTSTRAP_SEED, Bootstrap, cluster_bootstrap, cluster_index,
+from .metrics import (SCOPES, aggregate, metric_value, record_values, resampled_metrics, scope_labels,
+                      task_metrics)
+from .uncertainty import (BOOTSTRAP_DRAWS, BOOTSTRAP_SEED, MIN_CLUSTERS, Bootstrap, cluster_bootstrap, cluster_index,
                           clustered_mean, no_interval, stream_seed)
 
 # Numbers of an aggregate that count things rather than measure them: no interval.
-COUNTS = ("n", "parse_failures", "truncated", "refused", "empty", "judged", "judge_failures", "tp", "fp", "fn", "tn")
+COUNTS = ("n", "parse_failures", "truncated", "refused", "empty", "judged", "judge_failures", "tp", "fp", "fn", "tn",
+          "gold_labels")
 NO_UNIT = "the records carry no unit (cluster): results written before units were recorded"
 
 
@@ -71,12 +75,26 @@ def covered_metrics(task: str, records: Sequence[dict]) -> list[str]:
 
 
 def _means(task: str, scope: str, values: dict[str, list], index: np.ndarray, wanted: Sequence[str],
-           expected: dict[str, float] | None, test: bool) -> dict[str, dict]:
+           expected: dict[str, float] | None, test: bool,
+           ranges: dict[str, tuple[float, float] | None] | None = None) -> dict[str, dict]:
+    """Each wanted mean's entry; ``ranges`` (metric -> its range, the Metric's) keeps the interval inside it
+    (default: ``natural_bounds`` of the values)."""
     out = {}
     for metric in wanted:
         kept = [(v, i) for v, i in zip(values[metric], index) if v is not None]
-        entry = clustered_mean([v for v, _ in kept], [i for _, i in kept], test=test, where=scope)
+        bounds = ranges[metric] if ranges and metric in ranges else "natural"
+        entry = clustered_mean([v for v, _ in kept], [i for _, i in kept], bounds=bounds, test=test, where=scope)
         out[metric] = _checked(task, scope, metric, entry, None if expected is None else expected[metric])
+    return out
+
+
+def _ranges(task: str, records: Sequence[dict], paired: bool = False) -> dict[str, tuple[float, float]]:
+    """Each of the task's metrics' range on ``records`` (``Metric.bounds``); for a difference of two
+    results, [lo - hi, hi - lo]."""
+    out = {}
+    for name, metric in task_metrics(task).items():
+        low, high = metric.bounds(records)
+        out[name] = (low - high, high - low) if paired else (low, high)
     return out
 
 
@@ -90,10 +108,10 @@ def _bootstrapped(task: str, scope: str, statistic, names: list[str], strata: np
         values = statistic(counts)
         return np.stack([values[m] for m in names])
 
-    drawn = cluster_bootstrap(chosen, strata, draws=BOOTSTRAP_DRAWS, seed=seed, where=scope)
+    drawn = cluster_bootstrap(chosen, strata, draws=BOOTSTRAP_DRAWS, seed=seed, where=scope, minimum=MIN_CLUSTERS)
     if not isinstance(drawn, Bootstrap):
         return {m: {**no_interval(drawn, estimate=expected[m], n=n, clusters=len(strata),
-                                  method="percentile cluster bootstrap"), **({"p": None} if test else {})}
+                                  method="expanded percentile cluster bootstrap"), **({"p": None} if test else {})}
                 for m in names}
     out = {}
     for i, metric in enumerate(names):
@@ -124,7 +142,8 @@ def result_uncertainty(task: str, records: Sequence[dict], label_spaces: dict[st
             out[scope] = {m: no_interval(NO_UNIT, estimate=expected[m], n=len(chosen), clusters=0, method="none")
                           for m in wanted}
             continue
-        entries = _means(task, scope, values, index, [m for m in wanted if m in values], expected, test=False)
+        entries = _means(task, scope, values, index, [m for m in wanted if m in values], expected, test=False,
+                         ranges=_ranges(task, chosen))
         entries.update(_bootstrapped(task, scope, statistic, [m for m in wanted if m not in values], strata,
                                      len(chosen), expected, False))
         out[scope] = {m: entries[m] for m in wanted}
@@ -167,7 +186,7 @@ def paired_differences(task: str, records: Sequence[dict], reference: Sequence[d
             differences = {m: [None if a is None or b is None else a - b
                                for a, b in zip(values_mine[m], values_theirs[m])] for m in values_mine}
             entries = _means(task, scope, differences, index, [m for m in present if m in differences], None,
-                             test=True)
+                             test=True, ranges=_ranges(task, mine + theirs, paired=True))
 
             def statistic(counts, mine_stat=mine_stat, theirs_stat=theirs_stat):
                 a, b = mine_stat(counts), theirs_stat(counts)

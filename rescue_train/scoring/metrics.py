@@ -18,6 +18,7 @@ never replaced by the gold. Averages are micro (over instances), reported for co
 
 from __future__ import annotations
 
+from collections import Counter
 from functools import cached_property
 from typing import Any, Sequence
 
@@ -26,7 +27,8 @@ from sklearn.metrics import precision_recall_fscore_support
 
 from ..tasks import TASKS
 from ..tasks.answers import WORD
-from .metric import PROPORTION, ClassScores, Metric, balanced_accuracy, macro_f1, metrics_of, register_metric
+from .metric import (PROPORTION, ClassScores, Metric, balanced_accuracy, macro_f1, metrics_of, predicted_labels,
+                     prediction_entropy, recall_of, register_metric)
 
 SCOPES = ("couple", "family", "both")
 RANK_DEPTH = 3  # the paper scores the top-3 list: MRR is 0 when the gold is not among them
@@ -236,6 +238,54 @@ def _balanced_accuracy(scored: Scored, clusters: np.ndarray, n_clusters: int):
     return value
 
 
+# The rare ("few") classes of a scope: its gold classes from the rarest up, as many as together hold at most this
+# share of the scope's instances (at least the rarest one). Taken on the evaluated gold, so that every model scored
+# on the same instances is measured on the same classes, and any saved result (zero-shot ones, which have no
+# training fold, included) is scored alone.
+FEW_SHARE = 1 / 3
+
+
+def few_classes(gold: Sequence[str]) -> list[str]:
+    """The rare classes of ``gold`` (:data:`FEW_SHARE`); ties in count go by name."""
+    counts = Counter(gold)
+    few: list[str] = []
+    held = 0
+    for label in sorted(counts, key=lambda c: (counts[c], c)):
+        if few and held + counts[label] > FEW_SHARE * len(gold):
+            break
+        few.append(label)
+        held += counts[label]
+    return few
+
+
+def _few_draws(support: np.ndarray) -> np.ndarray:
+    """:func:`few_classes` on each draw: ``support[draw, class]`` (classes sorted by name) -> which are rare."""
+    present = support > 0
+    order = np.argsort(np.where(present, support, np.inf), axis=1, kind="stable")  # rarest first, ties by name
+    held = np.cumsum(np.take_along_axis(support, order, 1), axis=1)
+    rare = held <= FEW_SHARE * support.sum(1, keepdims=True)
+    rare[:, 0] = True
+    few = np.zeros_like(present)
+    np.put_along_axis(few, order, rare, 1)
+    return few & present
+
+
+def _few_recall(scored: Scored, clusters: np.ndarray, n_clusters: int):
+    """The mean recall of the rare classes, chosen on each draw as on any record set."""
+    _, draws = scored.draws(clusters, n_clusters)
+    return lambda counts: recall_of(draws(counts), _few_draws(draws(counts).support))
+
+
+def _of_answers(measure):
+    """``measure`` (:func:`predicted_labels`, :func:`prediction_entropy`) of the top-1 labels; a failed answer
+    is no label."""
+    def statistic(scored: Scored, clusters: np.ndarray, n_clusters: int):
+        classes, draws = scored.draws(clusters, n_clusters)
+        answers = np.array([c != NO_ANSWER for c in classes])
+        return lambda counts: measure(draws(counts), answers)
+    return statistic
+
+
 def _distinct_draws(texts: list[str], n: int, clusters: np.ndarray, n_clusters: int):
     """Distinct-n of each draw: an n-gram counts once when any drawn cluster has it, the n-grams of a
     cluster drawn twice count twice in the denominator. n-grams held by the same clusters are counted
@@ -279,7 +329,13 @@ for _metric in (
            header="expected acc.", scale=100, digits=2),
     *(Metric(score, ("binary",), PROPORTION, statistic=_yes_class(score)) for score in ("precision", "recall", "f1")),
     Metric("balanced_accuracy", CLOSED, PROPORTION, statistic=_balanced_accuracy),
-    Metric("macro_f1", RANKING, PROPORTION, statistic=_macro_f1),
+    Metric("macro_f1", CLOSED, PROPORTION, statistic=_macro_f1),
+    # The tail: the rare classes' recall and the label-collapse line (labels predicted against gold_labels).
+    Metric("few_recall", CLOSED, PROPORTION, statistic=_few_recall, header="few rec.", scale=100, digits=1),
+    Metric("predicted_labels", CLOSED, (0.0, float("inf")), statistic=_of_answers(predicted_labels), header="labels",
+           digits=1),
+    Metric("prediction_entropy", CLOSED, (0.0, float("inf")), statistic=_of_answers(prediction_entropy),
+           header="entropy", digits=2),
     Metric("bertscore_f1", ("emotion", "generation"), BERTSCORE, values=lambda s: s.bertscore),
     Metric("s_int", ("emotion",), (1.0, 5.0), values=lambda s: s.intensity),
     Metric("s_emo", ("emotion",), (1.0, 5.0), values=lambda s: s.verdicts("judge_"),
@@ -308,9 +364,15 @@ for _prefix, _check in (("", ""), ("human.", "human_")):  # RSG's turns, and the
 # ---------------------------------------------------------------- what an aggregate reports beside its metrics
 
 
+def _gold_classes(scored: Scored) -> dict[str, Any]:
+    """The gold's side of the tail: its distinct labels and which are rare."""
+    gold = [r["gold"] for r in scored.records]
+    return {"gold_labels": len(set(gold)), "few_classes": few_classes(gold)}
+
+
 def _confusion_counts(scored: Scored) -> dict[str, Any]:
     pairs = [(r["gold"], top1(r["prediction"])) for r in scored.records]
-    return {"tp": sum(g == "yes" and q == "yes" for g, q in pairs), "fp": sum(g != "yes" and q == "yes" for g, q in pairs),
+    return {**_gold_classes(scored), "tp": sum(g == "yes" and q == "yes" for g, q in pairs), "fp": sum(g != "yes" and q == "yes" for g, q in pairs),
             "fn": sum(g == "yes" and q != "yes" for g, q in pairs), "tn": sum(g == "no" and q == "no" for g, q in pairs)}
 
 
@@ -320,7 +382,7 @@ def _per_class(scored: Scored) -> dict[str, Any]:
     space = scored.label_space
     labels = sorted(set(gold)) if space is None else [lbl for lbl in space if lbl in set(gold)]
     p, r, f, support = precision_recall_fscore_support(gold, pred, labels=labels, average=None, zero_division=0)
-    return {"per_class": {label: {"precision": float(p[i]), "recall": float(r[i]), "f1": float(f[i]),
+    return {**_gold_classes(scored), "per_class": {label: {"precision": float(p[i]), "recall": float(r[i]), "f1": float(f[i]),
                                   "support": int(support[i])} for i, label in enumerate(labels)}}
 
 

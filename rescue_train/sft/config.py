@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from ..tasks import DataConfig
 from ..settings import ConfigError, compose, meaning, names_in, read_recipe, recipe_kind
+from ..tasks import DataConfig
 from .weighting import STRATEGIES
 
 __all__ = ["LoraRunConfig", "load_config"]
@@ -55,6 +55,10 @@ class TrainSettings:
     max_grad_norm: float = field(default=1.0, metadata=meaning("gradient clipping", low=0))
     max_length: int = field(default=4096, metadata=meaning("tokens; longer instances are dropped (counted)", low=1))
     packing: bool = field(default=False, metadata=meaning("pack instances into max_length rows"))
+    batching: str = field(default="length_grouped", metadata=meaning(
+        "weighted draws (balance.strategy with sampling, or task mixing): length_grouped = each epoch's draws "
+        "batched with draws of similar length (same draws, little padding) | drawn = batched as drawn",
+        choices=("length_grouped", "drawn")))
     precision: str = field(default="auto", metadata=meaning(
         "auto (bf16 on a GPU that has it natively, else fp32) | bf16 | fp16 | fp32"))
     gradient_checkpointing: bool = field(default=False, metadata=meaning(

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..convert import ConvertConfig, convert
+from ..data.splits import SplitManifest, fold_notes
 from ..io import read_json, read_records
 from ..tasks import get_task
 from .config import LoraRunConfig
@@ -33,9 +35,8 @@ def convert_config(cfg: LoraRunConfig, out: Path) -> ConvertConfig:
     return ConvertConfig(data=cfg.data, output_dir=str(out), tasks=[get_task(t).name for t in cfg.tasks])
 
 
-def _golds(task_dir: Path) -> dict[str, Any]:
-    return {record["id"]: record["gold"]
-            for record in read_records(task_dir / "instances.jsonl", {"id": str, "gold": object}, "an instance")}
+def _instances(task_dir: Path) -> list[dict[str, Any]]:
+    return read_records(task_dir / "instances.jsonl", {"id": str, "gold": object, "unit": str}, "an instance")
 
 
 def _split(folder: Path, split: str):
@@ -56,9 +57,12 @@ def load_fold(cfg: LoraRunConfig, data_dir: Path, meta: dict[str, Any]) -> Train
     import datasets
 
     parts: dict[str, list] = {"train": [], "validation": []}
+    per_unit: Counter = Counter()
     for task in cfg.tasks:
         name = get_task(task).name
-        golds = _golds(data_dir / name)
+        records = _instances(data_dir / name)
+        per_unit.update(r["unit"] for r in records)
+        golds = {r["id"]: r["gold"] for r in records}
         for split in parts:
             ds = _split(data_dir / name / "sft", split)
             if ds is None or len(ds) == 0:
@@ -78,6 +82,7 @@ def load_fold(cfg: LoraRunConfig, data_dir: Path, meta: dict[str, Any]) -> Train
         "manifest_hash": meta["manifest_hash"], "test_fold": cfg.data.test_fold,
         "train_instances": len(train), "validation_instances": len(validation) if validation is not None else 0,
         "data_fingerprint": fingerprint(train, validation), "convert": meta["tasks"],
+        "fold_notes": fold_notes(SplitManifest.load(data_dir / "split_manifest.json"), cfg.data.test_fold, per_unit),
     })
 
 

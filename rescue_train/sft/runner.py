@@ -6,9 +6,11 @@
   ``PeftModel.from_pretrained`` and vLLM's LoRA support load; the base model is ``provenance.json``'s
   ``base_model``);
 * ``config.yaml`` – the resolved config; ``provenance.json`` – versions, git commit, split manifest hash,
-  data fingerprint, seed, base model, final metrics;
+  data fingerprint, seed, base model, final metrics (the Trainer's, of the last session), and the whole run's
+  ``train_seconds``, ``train_loss`` (mean per step) and ``sessions`` (each start, steps, seconds and loss);
 * ``data/`` – the converted datasets and the split manifest of this run;
-* ``checkpoints/`` – trainer checkpoints (resume); ``logs/`` – TensorBoard events.
+* ``checkpoints/`` – trainer checkpoints (resume); ``logs/`` – TensorBoard events; ``loss.png`` – training and
+  validation loss over the steps.
 """
 
 from __future__ import annotations
@@ -17,8 +19,7 @@ import hashlib
 import json
 import logging
 import shutil
-import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -172,6 +173,29 @@ def run(cfg: LoraRunConfig) -> Path:
     return run_dir
 
 
+@contextmanager
+def interrupts_name_the_step(trainer):
+    """Ctrl-C, or the SIGTERM with which ``accelerate launch`` stops its training process on Ctrl-C (and SLURM a job
+    at its time limit), ends training with one line naming the step (the command prints it and exits 130): the run
+    resumes from its last checkpoint when the same command runs again."""
+    import signal
+    import threading
+
+    def stop(signum, frame):
+        raise KeyboardInterrupt
+
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, stop) if main_thread else None
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise KeyboardInterrupt(f"interrupted at step {trainer.state.global_step}; rerun the same command to "
+                                "resume") from None
+    finally:
+        if main_thread and previous is not None:  # None: a handler not set from Python, left as it is
+            signal.signal(signal.SIGTERM, previous)
+
+
 def _train(cfg: LoraRunConfig, run_dir: Path, checkpoint: str | None, args, dtype) -> None:
     from .trainer import RescueSFTTrainer
 
@@ -188,7 +212,8 @@ def _train(cfg: LoraRunConfig, run_dir: Path, checkpoint: str | None, args, dtyp
     model = load_model(cfg.model, base_path, dtype)
     trainer = RescueSFTTrainer(model=model, args=args, train_dataset=train_data.train,
                                eval_dataset=train_data.validation, processing_class=tokenizer,
-                               peft_config=lora_config(cfg.lora), callbacks=_callbacks(cfg, run_dir, is_main))
+                               peft_config=lora_config(cfg.lora), callbacks=_callbacks(cfg, run_dir, is_main),
+                               batching=cfg.train.batching)
     # which chat template rendered the data (the model's own unless model.chat_template names a file)
     template = {"chat_template_sha256": hashlib.sha256(tokenizer.chat_template.encode()).hexdigest()[:16]}
     dropped = {}  # with packing, rows are bins of instances and cannot be compared with instance counts
@@ -199,12 +224,18 @@ def _train(cfg: LoraRunConfig, run_dir: Path, checkpoint: str | None, args, dtyp
     if any(dropped.values()):
         log.warning("instances whose answer does not fit in train.max_length=%s tokens were dropped: %s",
                     cfg.train.max_length, dropped)
-    started = time.time()
     if is_main:
         write_json_atomic(run_dir / "provenance.json", provenance(cfg, resolved, base_path, train_data, {
-            "status": "running", "resumed_from": checkpoint, "dropped_too_long": dropped, **template}))
-    result = trainer.train(resume_from_checkpoint=checkpoint)
-    metrics = dict(result.metrics)
+            "status": "running", "resumed_from": checkpoint, "dropped_too_long": dropped, **template,
+            "batching": trainer.batching}))
+    if checkpoint and is_main:
+        state = read_json(Path(checkpoint) / "trainer_state.json", {"global_step": int}, "a checkpoint's trainer state")
+        print(f"resuming from {Path(checkpoint).name}, step {state['global_step']} of {state.get('max_steps', '?')}",
+              flush=True)
+    with interrupts_name_the_step(trainer):
+        result = trainer.train(resume_from_checkpoint=checkpoint)
+    run_summary = trainer.run_summary(result)
+    metrics = dict(result.metrics)  # the Trainer's, of this session; run_summary's cover the run
     evals = [e for e in trainer.state.log_history if "eval_loss" in e]  # the trainer evaluates the last step too
     if evals:
         metrics.update(evals[-1])
@@ -212,7 +243,31 @@ def _train(cfg: LoraRunConfig, run_dir: Path, checkpoint: str | None, args, dtyp
     if is_main:
         write_json_atomic(run_dir / "provenance.json", provenance(cfg, resolved, base_path, train_data, {
             "status": "finished", "resumed_from": checkpoint, "dropped_too_long": dropped,
-            "global_step": trainer.state.global_step, "train_seconds": round(time.time() - started, 2),
-            "metrics": metrics, "best_checkpoint": trainer.state.best_model_checkpoint, **template}))
+            "global_step": trainer.state.global_step, "train_seconds": run_summary["train_seconds"],
+            "train_loss": run_summary["train_loss"], "sessions": run_summary["sessions"], "metrics": metrics,
+            "best_checkpoint": trainer.state.best_model_checkpoint, **template,
+            # how batches were formed, and their measured real-token share (over this process's steps)
+            "batching": trainer.batching, "non_pad_share": trainer.non_pad_share()}))
         write_model_card(run_dir)
+        plot_loss(trainer.state.log_history, run_dir / "loss.png")
     args.distributed_state.wait_for_everyone()
+
+
+def plot_loss(history: list[dict[str, Any]], path: Path) -> None:
+    """Training and validation loss over the optimiser steps, from the trainer's log history (a run resumed
+    from a checkpoint has that checkpoint's history too), as ``loss.png`` in the run folder."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(6, 3.5))
+    for key, label in (("loss", "train"), ("eval_loss", "validation")):
+        points = [(entry["step"], entry[key]) for entry in history if key in entry and "step" in entry]
+        if points:
+            axes.plot(*zip(*points), marker="o" if len(points) < 20 else None, label=label)
+    axes.set(xlabel="optimiser step", ylabel="loss", title=path.parent.name)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)

@@ -8,7 +8,7 @@ from typing import Sequence
 
 from ..data.config import ANSWER_FORMATS, MODES
 from ..data.schema import Sample
-from .context import build_messages
+from .context import build_messages, classifier_input, without_dialogue
 from .er import EmotionRecognition
 from .itp import InterventionTiming
 from .options import build_options, data_config
@@ -57,7 +57,21 @@ def render(inst: Instance, mode: str = "dialogue", fmt: str = "label") -> list[d
     return build_messages(inst, TASKS[inst.task].instruction(inst, fmt), mode)
 
 
+def render_without_dialogue(inst: Instance, filler: str | None, fmt: str = "label") -> list[dict[str, str]]:
+    """:func:`render` with the dialogue replaced by ``filler`` (a content-free input), or with no context at
+    all (``None``: the task question alone); what calibrated ranking scores the candidates against."""
+    return without_dialogue(inst, TASKS[inst.task].instruction(inst, fmt), filler)
+
+
+def render_for_classifier(inst: Instance, mode: str = "dialogue") -> dict[str, str]:
+    """A sequence classifier's input for ``inst`` (one renderer for convert's ``cls`` datasets and the
+    classifiers): ``query`` (the question, then the setting) and ``conversation`` (oldest row first), which an
+    encoder cuts from the left, and ``text``, the two joined, for classifiers that read every word (TF-IDF)."""
+    query, conversation = classifier_input(inst, TASKS[inst.task].ask(inst), mode)
+    return {"text": f"{query}\n\n{conversation}", "query": query, "conversation": conversation}
+
+
 __all__ = ["ANSWER_FORMATS", "CLOSED_SET_TASKS", "METRICS", "MODES", "TASKS", "BuildOptions", "BuildResult",
            "DataConfig",
            "Instance", "JudgeCheck", "Parsed", "ReportColumn", "Rubric", "Task", "build", "get_task", "render",
-           "report_columns"]
+           "render_for_classifier", "render_without_dialogue", "report_columns"]

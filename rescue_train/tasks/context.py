@@ -97,9 +97,33 @@ class PromptSizer:
         return sum(map(len, parts)) + 2 * (len(parts) - 1) + rows
 
 
+def classifier_input(inst: Instance, question: str, mode: str) -> tuple[str, str]:
+    """What a sequence classifier reads, as (query, conversation). The query identifies the instance (its
+    question, with the row and the target, then the setting) and the conversation holds the prior rows, oldest
+    first, and the current turn: an encoder keeps the query whole and cuts the conversation from the left, so
+    a long input loses its oldest rows, never the question nor the latest turns. No label definitions: a
+    classifier learns its labels from the data (the language model's prompt keeps them)."""
+    rows = "\n".join(render_row(inst.sample.row(i), mode) for i in inst.context)
+    setting, *conversation = _context_parts(inst, mode, rows)
+    return f"{question}\n\n{setting}", "\n\n".join(conversation)
+
+
 def build_messages(inst: Instance, instruction: str, mode: str) -> list[dict[str, str]]:
     """System and user messages: the context first, the task instruction last."""
     return [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": render_context(inst, mode) + "\n\n" + instruction},
     ]
+
+
+def without_dialogue(inst: Instance, instruction: str, filler: str | None) -> list[dict[str, str]]:
+    """The messages of ``inst`` with no dialogue content: its setting and participants, the conversation given
+    as ``filler`` (a content-free input: ``"N/A"``, or ``""`` for no rows at all) and the same instruction; or,
+    with ``filler`` None, the instruction alone (a domain premise: the task question and its candidates)."""
+    if filler is None:
+        user = instruction
+    else:
+        setting = _context_parts(inst._replace(context=range(0), current=None), "dialogue", "")[0]
+        rows = f"Conversation so far:\n{filler}" if filler else "Conversation so far: (no earlier rows shown)"
+        user = f"{setting}\n\n{rows}\n\n{instruction}"
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": user}]

@@ -51,6 +51,7 @@ class ErOptions(GenerationOptions):
 
 class EmotionRecognition(GenerationTask):
     name = "er"
+    headline = "er_llm"
     options = ErOptions
     reasoning_max_new_tokens = 4096
     metric = "emotion"

@@ -35,6 +35,7 @@ class ItpOptions:
 
 class InterventionTiming(ClosedSetTask):
     name = "itp"
+    headline = "itp_f1"
     options = ItpOptions
     reasoning_max_new_tokens = 4096
     default_context = 3
@@ -46,13 +47,16 @@ class InterventionTiming(ClosedSetTask):
 
     def label_space(self) -> dict[str, tuple[str, ...]]:
         return {sc: (YES, NO) for sc in taxonomy.SCENARIOS}
-    question = (
-        "Question: should the therapist take the next turn, right after the current turn?\n"
+    question = "Question: should the therapist take the next turn, right after the current turn?"
+    guide = (
         "- yes: an intervention is timely and clinically useful now (a question, reflection, validation, "
         "containment, reframe or process comment would help at this point);\n"
         "- no: the therapist should keep listening (a speaker is still developing a thought, vulnerable "
         "material is still emerging, or the exchange between the clients is moving productively)."
     )
+
+    def question_for(self, inst: Instance) -> str:
+        return f"{self.question}\n{self.guide}"
 
     def options_text(self, inst: Instance) -> str:
         return "Candidates: yes, no"

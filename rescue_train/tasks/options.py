@@ -70,10 +70,6 @@ class _DataMethods:
         mine = {f.name for f in dataclasses.fields(self)}
         return self.BUILD(**{f.name: getattr(self, f.name) for f in dataclasses.fields(self.BUILD) if f.name in mine})
 
-    def prompt_settings(self) -> dict[str, Any]:
-        """The settings that decide the text a model sees."""
-        return {k: getattr(self, k) for k in self.PROMPT_KEYS}
-
     @classmethod
     def own(cls, data: Any):
         """Only this class's fields of ``data`` (a command's subclass may add its own)."""

@@ -58,6 +58,7 @@ def row_label(row: Row, fields: tuple[str, ...]) -> str | None:
 
 class RelationPattern(ClosedSetTask):
     name = "rpp"
+    headline = "rpp_accuracy"
     default_context = -1
     json_key = "relation_top3"
     taxonomy_kind = "relation"
@@ -94,12 +95,14 @@ class RelationPattern(ClosedSetTask):
                 ))
         return result
 
-    def question_for(self, inst: Instance) -> str:
+    def ask(self, inst: Instance) -> str:
         shown = "shown above as the current turn" if inst.current is not None else "not shown"
         unit = "couple" if inst.scenario == "couple" else "family"
         return (
             f"Question: which relation pattern dominates the {unit}'s interaction at row {inst.row_index} "
             f"(spoken by {inst.given_value('speaker')}; the turn itself is {shown})? Judge the relational "
-            f"organisation between the participants, not one person's emotion.\n\n"
-            + taxonomy.describe("relation", inst.scenario, style="short")
+            f"organisation between the participants, not one person's emotion."
         )
+
+    def label_guide(self, inst: Instance) -> str:
+        return taxonomy.describe("relation", inst.scenario, style="short")

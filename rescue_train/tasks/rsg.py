@@ -86,6 +86,7 @@ class RsgOptions:
 
 class SupportGeneration(Task):
     name = "rsg"
+    headline = "rsg_llm"
     options = RsgOptions
     default_context = 5
     closed_set = False

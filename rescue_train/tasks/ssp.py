@@ -41,6 +41,7 @@ class SupportStrategy(ClosedSetTask):
     """Reads ``stp_targets`` too (the STP task's option): which support targets a row has."""
 
     name = "ssp"
+    headline = "ssp_recall"
     options = SspOptions
     default_context = 3
     json_key = "strategy_top3"
@@ -70,11 +71,14 @@ class SupportStrategy(ClosedSetTask):
                 ))
         return result
 
-    def question_for(self, inst: Instance) -> str:
+    def ask(self, inst: Instance) -> str:
         text = (f"Question: the therapist speaks next (row {inst.row_index}, not shown) and will support "
                 f"{inst.given_value('target')}. Which strategy should that move mainly use? Name its main "
                 f"function; prefer the most specific label, with track only when nothing more specific fits.")
         emotion = inst.given_value("target_emotion")
         if emotion:
             text += f"\nThe target's latest annotated internal emotion: {emotion}."
-        return text + "\n\n" + taxonomy.describe("strategy", inst.scenario, style="short")
+        return text
+
+    def label_guide(self, inst: Instance) -> str:
+        return taxonomy.describe("strategy", inst.scenario, style="short")

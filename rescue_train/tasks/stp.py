@@ -25,6 +25,7 @@ class StpOptions:
 
 class SupportTarget(ClosedSetTask):
     name = "stp"
+    headline = "stp_recall"
     options = StpOptions
     reasoning_max_new_tokens = 4096
     default_context = 3

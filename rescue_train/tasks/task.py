@@ -42,6 +42,9 @@ class Task:
     # ``data.<name>`` key of every command, its help and checks, unless declared ``key=False``.
     options: type | None = None
     report_columns: tuple[ReportColumn, ...] = ()
+    # The report column that ranks models on the task (larger is better): not ITP recall, which answering
+    # "yes" always maximises, nor RSG's length.
+    headline: str = ""
     report_note: str = ""  # what the columns mean, printed above a task's own tables
     # Compared with BERTScore (``bertscore_texts``) and asked of a judge (``judge_checks``).
     bertscore: bool = False
@@ -165,7 +168,17 @@ class ClosedSetTask(Task):
         return f"{question}\n\n{self.options_text(inst)}\n\n{tail}"
 
     def question_for(self, inst: Instance) -> str:
+        """The question a language model reads: the instance's own question, then the label definitions."""
+        guide = self.label_guide(inst)
+        return self.ask(inst) + (f"\n\n{guide}" if guide else "")
+
+    def ask(self, inst: Instance) -> str:
+        """What identifies the instance's question (a classifier reads this, not the definitions)."""
         return self.question
+
+    def label_guide(self, inst: Instance) -> str:
+        """The candidate labels' definitions for a language model; a classifier learns labels from data."""
+        return ""
 
     def answer(self, inst: Instance, fmt: str, value: Any = None) -> str:
         label = inst.gold if value is None else value

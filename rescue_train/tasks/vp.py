@@ -51,6 +51,7 @@ def list_viewpoints(items: Sequence[dict[str, Any]] | None) -> str:
 
 class ViewpointPrediction(GenerationTask):
     name = "vp"
+    headline = "vp_llm"
     max_new_tokens = {"label": 256, "json": 256}
     report_columns = (ReportColumn("vp_llm", "judge", "VP LLM"), ReportColumn("vp_bert", "bertscore_f1", "VP BERT", digits=4))
 

@@ -231,3 +231,20 @@ def test_folds_sharing_a_unit_are_refused():
 def test_a_baseline_rejects_tasks_it_does_not_cover():
     with pytest.raises(ValueError, match="does not cover task 'er'"):
         Majority("er")
+
+
+def test_best_baseline_is_a_whole_row_per_task_by_its_headline_metric():
+    """Always answering "yes" maximises ITP recall (100) at a poor F1: the best ITP baseline is the one with the
+    largest F1, with its own precision and recall; RSG's length is not what ranks RSG baselines."""
+    from rescue_train.baselines.table import best_rows
+
+    rows = {"always_yes": {"itp_precision": 40.0, "itp_recall": 100.0, "itp_f1": 57.1, "rpp_accuracy": 20.0,
+                           "rsg_words": 90.0, "rsg_llm": 2.0},
+            "tfidf": {"itp_precision": 70.0, "itp_recall": 60.0, "itp_f1": 64.6, "rpp_accuracy": 45.0,
+                      "rsg_words": 12.0, "rsg_llm": 3.5},
+            "majority": {"itp_precision": None, "itp_recall": 0.0, "itp_f1": None, "rpp_accuracy": 45.0}}
+    assert best_rows(rows, ["itp", "rpp", "rsg", "vp"]) == {
+        "ITP (ITP F1): tfidf": {"itp_precision": 70.0, "itp_recall": 60.0, "itp_f1": 64.6},
+        "RPP (RPP Acc): tfidf": {"rpp_accuracy": 45.0},  # a tie: the first baseline listed
+        "RSG (RSG LLM): tfidf": {"rsg_words": 12.0, "rsg_llm": 3.5},
+    }  # no VP row: no baseline has a VP judge score

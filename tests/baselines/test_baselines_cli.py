@@ -19,7 +19,7 @@ def test_kfold_run_predicts_every_instance_once_without_leaks(tmp_path, capsys):
     assert rescue_train(["baselines", "bundled", "--output-dir", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
     for expected in ("== couple ==", "== family ==", "== both ==", "GPT-4o (paper)", "LLM average (paper)",
-                     "tfidf_lr_balanced", "best baseline"):
+                     "tfidf_lr_balanced", "best baseline per task, by its headline metric", "ITP (ITP F1): "):
         assert expected in printed
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["provenance"]["split_manifest_hash"] and results["provenance"]["versions"]

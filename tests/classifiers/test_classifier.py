@@ -38,8 +38,10 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def row(i: int, scenario: str, label: str, text: str | None = None) -> dict:
     names = COUPLE if scenario == "couple" else FAMILY
+    text = text or f"{label} words here"
     return {"id": f"s{i}::rpp::row{i}", "task": "rpp", "scenario": scenario, "unit": f"u{i % 4}",
-            "sample_id": f"s{i}", "text": text or f"{label} words here", "label": label, "label_names": names}
+            "sample_id": f"s{i}", "text": text, "query": "", "conversation": text, "label": label,
+            "label_names": names}
 
 
 def test_label_space_keys_classes_by_scenario_and_masks_other_scenarios():

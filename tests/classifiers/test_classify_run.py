@@ -99,6 +99,7 @@ def test_sklearn_run_prints_a_line_per_scope_and_is_deterministic(sklearn_run, t
     lines = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in lines[:3]] == ["rpp couple", "rpp family", "rpp both"]
     assert "macro_f1=" in lines[0] and "mrr=" in lines[2]
+    assert lines[2].startswith("rpp both: n=53 RPP Acc ") and " [" in lines[2]  # as report.md writes the cell
     for name in ("predictions.jsonl", "metrics.json"):
         assert (tmp_path / "again" / name).read_bytes() == (sklearn_run / name).read_bytes()
     first, second = (json.loads((d / "provenance.json").read_text()) for d in (sklearn_run, tmp_path / "again"))
@@ -137,7 +138,7 @@ def test_baselines_score_the_run_beside_themselves(sklearn_run, capsys):
 def test_torch_run_keeps_a_loadable_model(tmp_path, model, extra):
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
-    from rescue_train.classifiers.classifier import _Encoded, _logits
+    from rescue_train.classifiers.classifier import _Encoded, _logits, encode_inputs
 
     run_dir = tmp_path / "run"
     assert train(run_dir, "learner=torch", "strategy=posthoc_la", f"torch.model={model}", "torch.steps=3",
@@ -154,11 +155,11 @@ def test_torch_run_keeps_a_loadable_model(tmp_path, model, extra):
         loaded = AutoModelForSequenceClassification.from_pretrained(folder)
         assert list(loaded.config.id2label.values()) == meta["labels"]
     tok = AutoTokenizer.from_pretrained(folder)
-    tok.truncation_side = meta["truncation_side"]
     _, _, test = fold_rows(run_dir)
     space = LabelSpace([tuple(name.split(":", 1)) for name in meta["labels"]])
     split = Split.of(test, space)
-    encoded = _Encoded(tok(split.texts, truncation=True, max_length=meta["max_length"]), split.y, split.mask)
+    assert meta["max_length"] == 96
+    encoded = _Encoded(encode_inputs(tok, test, meta["max_length"])[0], split.y, split.mask)
     predicted = ranked(_logits(loaded, tok, encoded, 64), test, meta["labels"], meta["logit_offset"])
     assert {r["id"]: r["prediction"] for r in records} == dict(zip([r["id"] for r in test], predicted))
 

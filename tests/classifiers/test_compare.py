@@ -159,9 +159,18 @@ def test_sklearn_compare_on_bundled_data_writes_everything_and_resumes(tmp_path)
     provenance = results["provenance"]
     assert provenance["manifest_hash"] and provenance["versions"]["scikit-learn"] and provenance["run_hash"]
     assert results["strategies"]["posthoc_la"]["taus"]  # chosen on each validation fold
-    for png in results["plots"]:
-        assert (out / png).read_bytes()[:4] == b"\x89PNG"
+    text = (out / "results.md").read_text()
+    for png in results["plots"]:  # in OUT/plots, each linked from results.md under the per-class recall table
+        assert png.startswith("plots/") and (out / png).read_bytes()[:4] == b"\x89PNG"
+        assert f"]({png})" in text.split("## Per-class recall")[1]
     assert "| posthoc_la |" in (out / "results.md").read_text()
+    # all folds pooled: the family instances all come from fold 0's runs, which trained on couples only
+    assert results["fold_notes"] == [
+        "family: 0 training instances in the run of test fold 0, which tests 40 of the 40 pooled family instances (all "
+        "family data is in fold 0): family scores measure couple-to-family transfer. While all family data is in one "
+        "fold, no fold both trains on and tests it"]
+    assert f"- {results['fold_notes'][0]}\n" in (out / "results.md").read_text()
+    assert "## family (40 instances, 1 unit)" in (out / "results.md").read_text()
     # Resume: finished runs are read back, only the new strategy is trained.
     finished = out / "runs" / "none" / "fold0_seed0.json"
     stamp = finished.stat().st_mtime_ns

@@ -195,7 +195,7 @@ def test_lora_compare_tiny_two_strategies_end_to_end(sequential, tmp_path):
 
     out, argv, dry = sequential
     # Dry run: nothing was finished, so it trained the first run to time it.
-    assert "2 runs (2 strategies x folds x 1 seeds): 1 finished, 1 to run; about" in dry
+    assert "2 runs (2 strategies x 1 fold x 1 seed): 1 finished, 1 to run; about" in dry
     results = json.loads((out / "results.json").read_text())
     assert results["learner"] == "lora" and list(results["strategies"]) == ["none", "sqrt_sampling_sqrt_weights"]
     assert results["folds"] == [2]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections import Counter
 from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,7 +15,8 @@ import pytest
 
 from rescue_train.cli import main as cli
 from rescue_train.cv.config import load_config
-from rescue_train.cv.plan import eval_dir, family_notes, prepare, run_dir, training_jobs, fold_eval_jobs, zero_shot_job
+from rescue_train.data.splits import fold_notes
+from rescue_train.cv.plan import eval_dir, prepare, run_dir, training_jobs, fold_eval_jobs, zero_shot_job
 from rescue_train.cv.pool import PoolingError, pool
 from rescue_train.executor import Job, Step
 from rescue_train.jobs import LaunchSettings, training_command
@@ -137,11 +139,15 @@ def test_family_note_on_the_bundled_data_names_the_fold_trained_on_couples_only(
     assert len(family_folds) == 1
     (fold,) = family_folds
     n = sum(i.scenario == "family" for i in plan.instances)
-    assert plan.notes == [f"family: all {n} pooled family instances (1 unit) are in fold {fold}, whose model trained "
-                          f"on couples only: the pooled family cells are \"trained on couples, tested on families\""]
-    # Without that fold there is no such cell, hence no note; and the note says so per fold, not per unit.
+    assert plan.notes == [f"family: 0 training instances in the run of test fold {fold}, which tests {n} of the {n} "
+                          f"pooled family instances (all family data is in fold {fold}): family scores measure "
+                          f"couple-to-family transfer. While all family data is in one fold, no fold both trains on "
+                          f"and tests it"]
+    # Without that fold there is no family cell: said so, with the fold that would test family data.
     others = [f for f in range(3) if f != fold]
-    assert family_notes(plan.manifest, plan.instances, others) == []
+    assert fold_notes(plan.manifest, others, Counter(i.unit for i in plan.instances)) == [
+        f"family: 0 test instances (all family data is in fold {fold}): no family scores. Choose "
+        f"data.test_fold={fold} to score family"]
 
 
 def test_the_job_list_trains_every_fold_with_the_shared_manifest_and_evaluates_it_on_its_own_fold(tmp_path):

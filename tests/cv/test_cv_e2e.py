@@ -177,7 +177,8 @@ def test_the_family_note_is_said_in_the_output_results_and_report(finished):
     out, seen = finished
     pooled = _results(out)
     (note,) = pooled["notes"]
-    assert note.startswith("family: all ") and '"trained on couples, tested on families"' in note
+    assert note.startswith("family: 0 training instances in the run of test fold ") and \
+        "family scores measure couple-to-family transfer" in note
     assert f"note: {note}" in seen["resumed"] and note in (out / "report.md").read_text()
 
 

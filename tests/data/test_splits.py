@@ -8,8 +8,10 @@ from rescue_train.data.splits import (
     SplitManifest,
     assign_units,
     check_leakage,
+    fold_notes,
     load_or_make_manifest,
     make_manifest,
+    units_text,
 )
 
 
@@ -91,3 +93,29 @@ def test_manifest_is_written_once_then_reused_and_mismatch_refused(tmp_path):
     path.write_text(path.read_text().replace('"c0_and_d0": 0', '"c0_and_d0": 1'))
     with pytest.raises(ValueError, match="does not match its content"):
         SplitManifest.load(path)
+
+
+def test_fold_notes_say_what_a_fold_holds_for_each_scenario():
+    """Three couples and one family unit in three folds: fold 0 tests the family untrained, fold 1 trains on it
+    and tests none, fold 2 validates on it; the couples are trained on and tested in every fold."""
+    manifest = SplitManifest("kfold", 0, 3, {"a": 0, "b": 1, "c": 2, "f": 0}, {},
+                             {"a": "couple", "b": "couple", "c": "couple", "f": "family"})
+    per_unit = {"a": 5, "b": 4, "c": 3, "f": 7}
+    assert fold_notes(manifest, 0, per_unit) == [
+        "family: 0 training instances (all family data is in test fold 0): family scores measure couple-to-family "
+        "transfer. To train on family data choose another data.test_fold (1, 2; then no family instance is tested), "
+        "or data.split=none to test every family instance with an untrained model"]
+    assert fold_notes(manifest, 1, per_unit) == [
+        "family: 0 test instances (all family data is in training fold 0): no family scores. Choose data.test_fold=0 "
+        "to score family"]
+    assert fold_notes(manifest, 2, per_unit) == [
+        "family: 0 training and 0 test instances (all family data is in validation fold 0): no family scores and no "
+        "family training. Choose data.test_fold=0 to score family, or another (1) to train on it"]
+    assert fold_notes(manifest, [0, 1, 2], per_unit) == [
+        "family: 0 training instances in the run of test fold 0, which tests 7 of the 7 pooled family instances (all "
+        "family data is in fold 0): family scores measure couple-to-family transfer. While all family data is in one "
+        "fold, no fold both trains on and tests it"]
+    assert fold_notes(manifest, [1, 2], {**per_unit, "f": 0}) == []  # no family instance used: nothing to say
+    holdout = SplitManifest("holdout", 0, 1, {"a": "test", "f": "train"}, {}, {"a": "couple", "f": "family"})
+    assert fold_notes(holdout, 0, per_unit) == []
+    assert units_text(1) == "1 unit" and units_text(40) == "40 units"

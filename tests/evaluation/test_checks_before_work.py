@@ -55,3 +55,18 @@ def test_audit_checks_its_judge_before_any_request(tmp_path, capsys):
     assert main(["audit", "reference", "data=bundled", "backend=openai", "model=judge", f"base_url={url}",
                  f"output_dir={out}", "limit=1"]) == 2
     assert f"base_url={url}: the server does not answer" in capsys.readouterr().err
+
+
+def test_a_hub_model_not_in_the_cache_offline_names_offline_mode_and_the_fetch_command(tmp_path, capsys,
+                                                                                       monkeypatch):
+    import sys
+
+    import huggingface_hub
+
+    monkeypatch.setattr(sys.modules[huggingface_hub.is_offline_mode.__module__], "HF_HUB_OFFLINE", True)
+    name = "rescue-train-tests/not-cached"
+    assert main(["eval", f"model={name}", "tasks=[itp]", f"output_dir={tmp_path / 'out'}"]) == 2
+    assert capsys.readouterr().err == (
+        f"rescue-train eval: error: model={name}: not in the Hugging Face cache, and offline mode (HF_HUB_OFFLINE=1) "
+        f"downloads nothing: fetch it once online with `hf download {name}`, or unset HF_HUB_OFFLINE\n")
+    assert not (tmp_path / "out").exists()

@@ -82,3 +82,30 @@ def test_eval_command(tmp_path, capsys):
     assert "itp: n=2 parse failures=0" in out and f"{tmp_path}/results.json" in out
     assert main(["eval", "model=tiny", "backend=nope"]) == 2
     assert "backend: expected one of hf, vllm, openai, got 'nope'" in capsys.readouterr().err
+
+
+def test_sft_on_hf_is_constrained_to_the_candidates_and_says_so(tmp_path, capsys):
+    """The hf backend decodes sft answers with the candidates' grammar, as vLLM does: the random tiny model, which
+    answers nothing parseable when free, answers a candidate; the result says which decoding it had, and a free
+    run's row name says so."""
+    from rescue_train.evaluation.report import name_of
+
+    common = ["eval", "model=tiny", "tasks=[itp]", "protocol=sft", "limit=2", "bertscore=none", "progress=false"]
+    assert main([*common, f"output_dir={tmp_path / 'constrained'}"]) == 0
+    results = json.loads((tmp_path / "constrained" / "results.json").read_text())
+    assert results["decoding"] == "constrained" and name_of(results) == "tiny [sft]"
+    assert [r["raw"] in ("yes", "no") for r in results["records"]] == [True, True]
+    assert main([*common, "constrained=false", f"output_dir={tmp_path / 'free'}"]) == 0
+    free = json.loads((tmp_path / "free" / "results.json").read_text())
+    assert free["decoding"] == "free" and name_of(free) == "tiny [sft, free]"
+
+
+def test_decoding_of_each_backend():
+    from rescue_train.evaluation.protocols import decoding
+
+    local = {"backend": "hf", "structured_outputs": True}
+    assert decoding("sft", True, local) == "constrained" and decoding("paper", False, local) == "free"
+    api = {"backend": "openai", "structured": "json_schema"}
+    assert decoding("paper", True, api) == "constrained" and decoding("sft", True, api) == "free labels"
+    assert decoding("sft", True, api, "json") == "constrained"
+    assert decoding("paper", True, {**api, "structured": "none"}) == "free"

@@ -45,10 +45,16 @@ def test_results_document_all_tasks(hf, tmp_path, protocol):
     record = results["records"][0]
     assert set(record) >= {"id", "task", "scenario", "unit", "sample_id", "gold", "prediction", "parse_status",
                            "raw", "prompt_hash", "scores"}
-    # A 3-token answer of a random model never parses: each one is counted as a wrong answer, none dropped.
+    # A free 3-token answer of a random model never parses: each one is counted as a wrong answer, none dropped.
     # (The random model's 3 tokens for an RSG turn are blank lines: an empty turn, which fails too.)
     failures = sum(r["parse_status"] == "failed" for r in results["records"])
-    assert failures == (6 if protocol == "rank" else 14)  # rank: only ER, VP and RSG are generated
+    closed = [r for r in results["records"] if r["task"] in ("itp", "rpp", "stp", "ssp")]
+    if protocol == "sft":  # held to the labels: an answer is a label, or a label cut short by the 3-token budget
+        assert all(r["raw"] == r["prediction"][0] for r in closed if r["parse_status"] == "ok")
+        assert any(r["parse_status"] == "ok" for r in closed)
+        assert failures == 6 + sum(r["parse_status"] == "failed" for r in closed)
+    else:
+        assert failures == (6 if protocol == "rank" else 14)  # rank: only ER, VP and RSG are generated
     assert results["counts"]["itp"]["both"]["n"] == 2
     assert sum(results["counts"][t]["both"]["parse_failures"] for t in results["counts"]) == failures
     on_disk = json.loads((tmp_path / "results.json").read_text())
@@ -71,7 +77,7 @@ def test_rank_records_are_full_rankings_by_loglik(hf, tmp_path):
         assert record["scores"]["mrr"] == (1 / rank if rank <= 3 else 0.0)
 
 
-def test_killed_run_resumes_without_recomputing(hf, tmp_path):
+def test_killed_run_resumes_without_recomputing(hf, tmp_path, capsys):
     args = FAST + [f"output_dir={tmp_path}", "tasks=[itp,stp]", "limit=3", "batch_size=2"]
     # chunk = batch_size = 2 instances per step; die on the third backend call.
     killed = Counting(hf, fail_after_calls=2)
@@ -83,8 +89,10 @@ def test_killed_run_resumes_without_recomputing(hf, tmp_path):
     with (tmp_path / "predictions.jsonl").open("a") as handle:  # the kill also tore a line mid-write
         handle.write('{"id": "half a rec')
     again = Counting(hf)
+    capsys.readouterr()
     (results,) = run(load_config(args), backend=again)
     assert again.generated == 2  # only the 2 unfinished instances
+    assert f"base: reusing 4 finished predictions in {tmp_path}; 2 to predict\n" in capsys.readouterr().out
     assert [r["id"] for r in results["records"][:4]] == sorted((r["id"] for r in saved),  # saved as they came
                                                                key=[r["id"] for r in results["records"]].index)
     assert len(results["records"]) == 6 and len(read_jsonl(tmp_path / "predictions.jsonl")) == 6
@@ -225,3 +233,21 @@ def test_every_scorer_is_checked_before_the_first_prediction(tmp_path, capsys, s
                  f"output_dir={out}"]) == 2
     assert message in capsys.readouterr().err
     assert not (out / "predictions.jsonl").exists()
+
+
+def test_sample_spreads_its_instances_over_the_units():
+    """sample=N: N instances per task, as many units as N allows, in benchmark order, the same for the same seed;
+    limit=N takes the first N (here all of one unit)."""
+    from collections import namedtuple
+
+    from rescue_train.data.splits import spread_sample
+
+    Item = namedtuple("Item", "unit n")
+    items = [Item("a", 0), Item("a", 1), Item("a", 2), Item("b", 3), Item("b", 4), Item("c", 5)]
+    drawn = spread_sample(items, 3, seed=0)
+    assert sorted(i.unit for i in drawn) == ["a", "b", "c"] and drawn == sorted(drawn, key=lambda i: i.n)
+    assert spread_sample(items, 3, seed=0) == drawn and spread_sample(items, 5, seed=1)[-1] == Item("c", 5)
+    assert spread_sample(items, 9, seed=0) == items
+    first = load_instances(load_config(["model=tiny", "data.split=none", "tasks=[itp]", "limit=4"])).instances["itp"]
+    sampled = load_instances(load_config(["model=tiny", "data.split=none", "tasks=[itp]", "sample=4"])).instances["itp"]
+    assert len({i.unit for i in first}) == 1 and len({i.unit for i in sampled}) == 4 and len(sampled) == 4

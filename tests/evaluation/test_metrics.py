@@ -137,3 +137,21 @@ def test_task_labels_are_the_fixed_label_sets():
     assert len(task_labels("rpp")["couple"]) == 6 and len(task_labels("rpp")["family"]) == 8
     assert len(task_labels("ssp")["couple"]) == 10 and "evoke" not in task_labels("ssp")["family"]
     assert task_labels("stp") is None and task_labels("er") is None
+
+
+def test_tail_metrics_and_the_label_collapse_line():
+    gold = ["a", "a", "a", "b", "b", "c"]
+    # few: the rarest classes holding at most a third (2 of 6): c (1); b would make 3 > 2
+    collapsed = aggregate("rpp", [rec("rpp", "couple", g, [p]) for g, p in zip(gold, "aaaaaa")])["both"]
+    assert (collapsed["few_classes"], collapsed["few_recall"]) == (["c"], 0.0)
+    assert (collapsed["predicted_labels"], collapsed["gold_labels"], collapsed["prediction_entropy"]) == (1, 3, 0.0)
+    # recall a 2/3, b 1/2, c 1/1: balanced (2/3 + 1/2 + 1)/3; predicted a, b, c twice each: entropy log2 3
+    spread = aggregate("rpp", [rec("rpp", "couple", g, [p]) for g, p in zip(gold, "abacbc")])["both"]
+    assert (spread["few_recall"], spread["predicted_labels"]) == (1.0, 3)
+    assert spread["prediction_entropy"] == pytest.approx(1.5849625)
+    assert spread["balanced_accuracy"] == pytest.approx((2 / 3 + 1 / 2 + 1) / 3)
+    # ITP: macro-F1 of yes and no; few is the rarer gold class (no: 2 of 5 > 5/3, yet the rarest is always in)
+    itp = aggregate("itp", itp_records())["both"]
+    assert itp["few_classes"] == ["no"] and itp["few_recall"] == 0.5
+    # F1 of yes 0.4 (above); of no: P 1/2 (one of the two "no" answers), R 1/2, F1 1/2
+    assert itp["macro_f1"] == pytest.approx((0.4 + 0.5) / 2)

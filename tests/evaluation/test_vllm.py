@@ -4,12 +4,19 @@ runs every task with the three protocols through it. One engine for the whole mo
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+from pathlib import Path
+
 import pytest
 
 pytest.importorskip("vllm")
 
 from evaluation_helpers import make_adapter, with_repetition_penalty  # noqa: E402
 
+from rescue_train.cli.eval import summary  # noqa: E402
+from rescue_train.console import chatter_to  # noqa: E402
 from rescue_train.data import load_samples  # noqa: E402
 from rescue_train.evaluation.config import load_config  # noqa: E402
 from rescue_train.evaluation.protocols import constraint, messages, rank_request  # noqa: E402
@@ -33,6 +40,27 @@ def adapter(tiny, tmp_path_factory):
     return str(make_adapter(tiny, tmp_path_factory.mktemp("adapters") / "lora"))
 
 
+@contextlib.contextmanager
+def console(into: Path):
+    """What a terminal would show (file descriptors 1 and 2, and our streams on them), written to ``into``."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved, streams = {fd: os.dup(fd) for fd in (1, 2)}, (sys.stdout, sys.stderr)
+    with open(into, "ab", buffering=0) as sink:
+        for fd in (1, 2):
+            os.dup2(sink.fileno(), fd)
+        sys.stdout, sys.stderr = (open(fd, "w", buffering=1, closefd=False) for fd in (1, 2))
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            sys.stdout, sys.stderr = streams
+            for fd, copy in saved.items():
+                os.dup2(copy, fd)
+                os.close(copy)
+
+
 @pytest.fixture(scope="module")
 def other_adapter(tiny, tmp_path_factory):
     """Another fold's adapter (another seed): one engine serving both must answer each request with its own."""
@@ -40,13 +68,22 @@ def other_adapter(tiny, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def engine(tiny, adapter, other_adapter):
+def started(tiny, adapter, other_adapter, tmp_path_factory):
+    """The module's one engine, started as an eval starts it (its output to the run's log, chatter_to) under a
+    captured console: the engine and the console it showed."""
     from rescue_train.inference.vllm import VLLMBackend
 
-    backend = VLLMBackend(tiny, adapters={"lora": adapter, "lora2": other_adapter}, dtype="float32",
-                          max_model_len=8192, progress=False)
-    yield backend
+    folder = tmp_path_factory.mktemp("console")
+    with console(folder / "console.txt"), chatter_to(folder / "eval.log"):
+        backend = VLLMBackend(tiny, adapters={"lora": adapter, "lora2": other_adapter}, dtype="float32",
+                              max_model_len=8192, progress=False)
+    yield backend, folder
     backend.close()
+
+
+@pytest.fixture(scope="module")
+def engine(started):
+    return started[0]
 
 
 @pytest.fixture(scope="module")
@@ -107,6 +144,37 @@ def test_structured_outputs_hold(engine):
                     assert text in inst.candidates
 
 
+def test_constrained_answers_match_hf(engine, hf):
+    """One protocol, one decoding: the same constrained answers from both local backends (the same grammar engine,
+    float32 in both), labels and JSON alike."""
+    samples = load_samples("bundled")
+    insts = [build(t, samples).instances[1] for t in TASKS]
+    for protocol in ("sft", "paper"):
+        prompts = [messages(i, protocol, "dialogue") for i in insts]
+        constraints = [constraint(i, protocol) for i in insts]
+        ours = engine.generate(prompts, max_new_tokens=[24] * len(insts), constraints=constraints, adapter="lora")
+        theirs = hf.generate(prompts, max_new_tokens=[24] * len(insts), constraints=constraints, adapter="lora")
+        assert ours == theirs
+        labels = [t for i, t in zip(insts, ours) if constraint(i, protocol) and "choice" in constraint(i, protocol)]
+        assert len(labels) == (4 if protocol == "sft" else 0)
+
+
+def test_an_eval_on_vllm_shows_a_few_lines_and_logs_the_engines_output(started, tiny, adapter, tmp_path):
+    """Quiet by default: the engine's start and an eval with its progress bar and result show under 15 lines; what
+    vLLM said is in the log file."""
+    engine, folder = started
+    shown = folder / "console.txt"
+    with console(shown):
+        (results,) = run(load_config([f"model={tiny}", f"adapter={adapter}", "backend=vllm", "protocol=rank",
+                                      "tasks=[itp,ssp]", "limit=2", "bertscore=none", f"output_dir={tmp_path}"]),
+                         backend=engine)
+        print(summary(results))
+    lines = [line.rsplit("\r", 1)[-1] for line in shown.read_text().split("\n")]  # a bar's redraws are one line
+    assert 3 <= len([line for line in lines if line.strip()]) < 15, lines
+    assert "lora: predict" in shown.read_text() and "itp: n=2 parse failures=0" in shown.read_text()
+    assert "vllm" in (folder / "eval.log").read_text().lower()
+
+
 @pytest.mark.parametrize("protocol", ["sft", "paper", "rank"])
 def test_evaluator_runs_all_tasks_through_vllm(engine, tiny, adapter, tmp_path, protocol):
     cfg = load_config([f"model={tiny}", f"adapter={adapter}", "backend=vllm", f"protocol={protocol}", "limit=2",
@@ -114,6 +182,7 @@ def test_evaluator_runs_all_tasks_through_vllm(engine, tiny, adapter, tmp_path, 
     (results,) = run(cfg, backend=engine)
     assert {r["task"] for r in results["records"]} == set(TASKS) and len(results["records"]) == 2 * len(TASKS)
     assert results["model"]["adapter"] == adapter
+    assert (results["decoding"], results["backend"]["dtype"]) == ("constrained", "float32")
     closed = [r for r in results["records"] if TASKS[r["task"]].closed_set]
     if protocol != "paper":  # rank: full rankings; sft: the choice constraint gives one label
         assert all(r["parse_status"] == "ok" for r in closed)
@@ -198,3 +267,18 @@ def test_two_data_parallel_engines_predict_what_one_engine_predicts(engine, tiny
     assert rerun[0]["records"] == two[0]["records"] and not list(base.glob(".shards-*"))
     assert log.stat().st_mtime_ns == stamp  # nothing was left to predict: no engine started
     assert json.loads((base / "backend.json").read_text())["data_parallel"] == 2
+
+
+def test_calibrated_ranking_through_vllm_equals_hf(engine, hf, tiny, tmp_path):
+    """calibration=contextual keeps the candidates' scores without the dialogue; vLLM's equal hf's, and so do
+    the calibrated rankings (SSP's ten labels and ITP's two, two instances each)."""
+    args = [f"model={tiny}", "protocol=rank", "calibration=contextual", "tasks=[ssp,itp]", "limit=2",
+            "bertscore=none", "progress=false"]
+    (ours,) = run(load_config([*args, "backend=vllm", f"output_dir={tmp_path / 'vllm'}"]), backend=engine)
+    (theirs,) = run(load_config([*args, f"output_dir={tmp_path / 'hf'}"]), backend=hf)
+    assert ours["label"].endswith("[contextual]") and ours["calibration"] == {"method": "contextual"}
+    for a, b in zip(ours["records"], theirs["records"]):
+        assert a["calibration"] == "contextual" and a["prediction"] == b["prediction"]
+        for free_a, free_b in zip([*a["loglik_content_free"], a["loglik_premise"]],
+                                  [*b["loglik_content_free"], b["loglik_premise"]]):
+            assert max(abs(free_a[c] - free_b[c]) for c in free_a) < 1e-3

@@ -1,8 +1,8 @@
-"""A resumed training run is the run it would have been: for each kind of balance strategy and with task mixing, a
-run stopped after a checkpoint and resumed writes the uninterrupted run's adapter byte for byte (CPU), at a
-checkpoint inside an epoch after the first and at an epoch's end, and after a real ``kill -9`` (eval and merge
-refuse the killed run until it is resumed); a finished run is left alone, and a run of another configuration is
-refused."""
+"""A resumed training run is the run it would have been: for each kind of balance strategy and with task mixing (weighted
+draws in length-grouped batches, the default batching), a run stopped after a checkpoint and resumed writes the
+uninterrupted run's adapter byte for byte (CPU) and reports the whole run (its sessions, seconds and loss), at a
+checkpoint inside an epoch after the first and at an epoch's end, and after a real ``kill -9`` (eval and merge refuse
+the killed run until it is resumed); a finished run is left alone, and a run of another configuration is refused."""
 
 from __future__ import annotations
 
@@ -82,6 +82,8 @@ def test_a_run_resumed_after_a_checkpoint_writes_the_uninterrupted_runs_adapter(
     inside = next(s for s in steps if s > epoch_steps and s % epoch_steps)
     points = [inside] + ([s for s in steps if s % epoch_steps == 0 and s < state["global_step"]][:1]
                          if case == "balanced_sampling" else [])
+    assert [s["steps"] for s in state["sessions"]] == [[1, state["global_step"]]]
+    assert state["train_loss"] == pytest.approx(state["metrics"]["train_loss"], rel=1e-9)
     for step in points:
         resumed = stopped_after(uninterrupted, step, tmp_path / f"stopped{step}")
         train(args, resumed)
@@ -89,6 +91,23 @@ def test_a_run_resumed_after_a_checkpoint_writes_the_uninterrupted_runs_adapter(
         assert provenance["resumed_from"] == str(resumed / "checkpoints" / f"checkpoint-{step}")
         assert provenance["global_step"] == state["global_step"]
         assert adapter_bytes(resumed) == adapter_bytes(uninterrupted), f"resumed from step {step}"
+        # weighted draws are length-grouped by default (the order a resumed run must rebuild)
+        assert provenance["batching"] == ("shuffled" if case in ("none", "sqrt_weights") else "length_grouped")
+        assert 0 < provenance["non_pad_share"] <= 1
+        assert_covers_the_run(provenance, state, step)
+
+
+def assert_covers_the_run(provenance: dict, whole: dict, step: int) -> None:
+    """A run resumed at ``step`` reports the whole run: both sessions, their seconds summed, and the mean loss per
+    step of the uninterrupted run (the same steps on the same batches), not its last session's."""
+    sessions = provenance["sessions"]
+    assert [s["steps"] for s in sessions] == [[1, step], [step + 1, whole["global_step"]]]
+    assert provenance["train_seconds"] == pytest.approx(sum(s["seconds"] for s in sessions), abs=0.02)
+    assert provenance["train_seconds"] > provenance["metrics"]["train_runtime"]  # more than the last session
+    assert provenance["train_loss"] == pytest.approx(whole["train_loss"], rel=1e-5)
+    mean = (step * sessions[0]["train_loss"] + (whole["global_step"] - step) * sessions[1]["train_loss"]) \
+        / whole["global_step"]
+    assert provenance["train_loss"] == pytest.approx(mean, rel=1e-9)
 
 
 def launch(args: list[str]) -> list[str]:
@@ -126,8 +145,11 @@ def test_a_run_killed_by_sigkill_is_refused_until_resumed_into_the_uninterrupted
     resumed = subprocess.run(launch([*args, f"output_dir={killed}"]), cwd=ROOT, capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     provenance = json.loads((killed / "provenance.json").read_text())
-    assert int(provenance["resumed_from"].rsplit("-", 1)[1]) >= 12 and provenance["global_step"] == 14
-    assert adapter_bytes(killed) == adapter_bytes(whole)
+    step = int(provenance["resumed_from"].rsplit("-", 1)[1])
+    assert step >= 12 and provenance["global_step"] == 14
+    assert f"resuming from checkpoint-{step}, step {step} of 14\n" in resumed.stdout
+    assert adapter_bytes(killed) == adapter_bytes(whole) and provenance["batching"] == "length_grouped"
+    assert_covers_the_run(provenance, json.loads((whole / "provenance.json").read_text()), step)
     assert find_adapter(killed)[0] == killed / "adapter"
 
 

@@ -189,3 +189,60 @@ def test_an_instance_whose_answer_max_length_would_cut_is_dropped(tmp_path):
     (kept,) = trainer.train_dataset
     assert len(full) > through_end_of_turn  # the short one lost its trailing newline too, and is kept
     assert tok.decode([t for t in kept["labels"] if t != -100]) == "yes<|im_end|>"
+
+
+def test_length_grouped_batches_are_the_drawn_instances_sorted_by_length_in_groups():
+    """Same draws as the drawn order; every ``group_batches`` batches' worth of draws sorted by length and cut
+    into batches (their order shuffled), the epoch's incomplete batch last; the order depends only on
+    (seed, epoch)."""
+    import torch
+
+    from rescue_train.sft.trainer import EpochWeightedSampler
+
+    weights = torch.tensor(sampling_weights(TASKS, CLASSES, {"ssp": 1.0}, "sqrt"), dtype=torch.float64)
+    lengths = [10 * (i + 1) for i in range(10)]  # instance i has 10(i+1) tokens: all lengths differ
+    grouped = EpochWeightedSampler(weights, seed=3, lengths=lengths, batch_size=2)
+    grouped.group_batches = 2  # groups of 4 draws: draws 0-3, 4-7, then 8-9 (the last batch)
+    for epoch in range(3):
+        drawn = EpochWeightedSampler(weights, seed=3)
+        drawn.set_epoch(epoch)
+        grouped.set_epoch(epoch)
+        draws, order = list(drawn), list(grouped)
+        batches = [order[b:b + 2] for b in range(0, 10, 2)]
+        for start in (0, 4):
+            by_length = sorted(draws[start:start + 4], key=lambda i: -lengths[i])
+            assert sorted(batches[start // 2:start // 2 + 2]) == sorted([by_length[:2], by_length[2:]])
+        assert sorted(batches[4]) == sorted(draws[8:10])
+        fresh = EpochWeightedSampler(weights, seed=3, lengths=lengths, batch_size=2)
+        fresh.group_batches = 2
+        fresh.set_epoch(epoch)
+        assert list(fresh) == order  # a resumed run's sampler orders the epoch the same way
+
+
+def test_length_grouping_keeps_the_epochs_loss_and_removes_padding(tmp_path):
+    """The same epoch of weighted draws, with class weights, batched as drawn and length-grouped: each batch's
+    loss is its instances' weighted answer-token loss whatever their padding, so the epoch's losses (each over
+    the epoch's token count, as gradient accumulation divides) sum to the same value, to 1e-5 in fp32; the
+    grouped batches hold fewer pad tokens."""
+    import torch
+
+    tok = tiny_tokenizer()
+    words = ["yes", "maybe not", "reframing the problem together now", "no", "a long answer " * 6, "ok then"]
+    # seed 0 draws rows 5, 1, 2, 2, 3, 4: drawn batches pair long 5 with short 1 and short 3 with long 4
+    questions = ["Q?", "Q?", "A much longer question, " * 4 + "?", "Short?", "Why " * 20, "Why " * 25]
+    ds = chat_rows(list(zip(words, questions)), sample_weight=[1 / 6] * 6,
+                   class_weight=[2.0, 0.5, 1.0, 3.0, 0.25, 1.5])
+    losses, pads = {}, {}
+    for batching in ("drawn", "length_grouped"):
+        torch.manual_seed(0)  # the same LoRA initialisation
+        trainer = make_trainer(ds, tmp_path / batching, tokenizer=tok, batching=batching)
+        trainer.model.train()
+        batches = list(trainer.get_train_dataloader())
+        total = sum(int((b["labels"] != -100).sum()) for b in batches)
+        with torch.no_grad():
+            losses[batching] = sum(trainer.compute_loss(trainer.model, dict(b), num_items_in_batch=total).item()
+                                   for b in batches)
+        pads[batching] = sum(int((b["attention_mask"] == 0).sum()) for b in batches)
+    assert trainer.batching == "length_grouped"
+    assert losses["length_grouped"] == pytest.approx(losses["drawn"], rel=1e-5, abs=0)
+    assert pads["length_grouped"] < pads["drawn"]

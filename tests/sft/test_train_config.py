@@ -234,3 +234,25 @@ def test_a_users_plain_recipe_gets_every_default_and_its_own_run_folder(tmp_path
     wrong.write_text("kind: clasifier\ntask: rpp\n")
     with pytest.raises(ConfigError, match="^kind: expected one of lora, classifier, got 'clasifier'"):
         load_config(str(wrong))
+
+
+def test_warmup_is_counted_from_the_first_step():
+    """A linear schedule of 2 warmup steps in 4: transformers' rates are 0, 0.5, 1, 0.5 (the first step learns
+    nothing); counted from one they are 0.5, 1, 1, 0.5."""
+    import torch
+    from transformers import get_scheduler
+
+    from rescue_train.sft.trainer import count_warmup_from_one
+
+    def rates(make_scheduler) -> list[float]:
+        optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+        scheduler = make_scheduler(get_scheduler("linear", optimizer, num_warmup_steps=2, num_training_steps=4))
+        seen = []
+        for _ in range(4):
+            seen.append(optimizer.param_groups[0]["lr"])
+            optimizer.step()
+            scheduler.step()
+        return seen
+
+    assert rates(lambda s: s) == [0.0, 0.5, 1.0, 0.5]
+    assert rates(lambda s: count_warmup_from_one(s, 2)) == [0.5, 1.0, 1.0, 0.5]

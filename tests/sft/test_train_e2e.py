@@ -29,7 +29,55 @@ def launched_run(tmp_path_factory) -> Path:
            f"output_dir={out}"]
     done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300, env=dict(os.environ))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    (out.parent / "console.txt").write_text(done.stdout)
     return out
+
+
+@pytest.mark.slow
+def test_a_run_ends_with_its_summary_its_loss_plot_and_the_evaluation_it_is_scored_by(launched_run):
+    """The last lines: steps, time and losses; the next step ranks the closed-set task (protocol=rank); loss.png
+    (train and validation loss over the steps) is in the run folder."""
+    prov = json.loads((launched_run / "provenance.json").read_text())
+    metrics = prov["metrics"]
+    *_, summary, _, next_step = (launched_run.parent / "console.txt").read_text().splitlines()
+    assert summary == (f"finished: 2 steps in {prov['train_seconds']:.0f} s, train loss {prov['train_loss']:.4g}, "
+                       f"validation loss {metrics['eval_loss']:.4g}")
+    assert next_step == f"evaluate it on its test fold: rescue-train eval run={launched_run} protocol=rank"
+    assert (launched_run / "loss.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+LAUNCH = ["--num_processes", "1", "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]
+
+
+def test_a_bad_key_under_the_launcher_is_one_line_and_status_2():
+    """rescue-train launch (accelerate launch's options and launcher) ends as the training ends: a setting error is
+    its one line and status 2, with no launcher traceback."""
+    done = subprocess.run([sys.executable, "-m", "rescue_train", "launch", *LAUNCH, "train.py", "recipe=ssp_lora",
+                           "train.learning_rate=1e-4"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "rescue-train train: error: unknown key train.learning_rate; did you mean train.lr?"]
+
+
+def test_ctrl_c_under_accelerate_launch_is_one_line_and_status_130(tmp_path):
+    """Ctrl-C (SIGINT to the launcher and the training, as a terminal sends it) while training: the launcher exits
+    130 and the training, which the launcher also stops with SIGTERM, says in one line where it stopped."""
+    import re
+    import signal
+
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", *LAUNCH, "train.py", "recipe=ssp_lora", "model=tiny",
+           "train.max_steps=1000", "train.batch_size=1", "train.grad_accum=1", "train.logging_steps=1",
+           "train.eval_steps=0", "train.report_to=[none]", f"output_dir={tmp_path / 'run'}"]
+    process = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    for line in process.stdout:  # the first logged step: training has begun
+        if "'loss'" in line:
+            break
+    os.killpg(process.pid, signal.SIGINT)
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 130
+    said = re.findall(r"rescue-train train: interrupted at step (\d+); rerun the same command to resume\n", err)
+    assert len(said) == 1 and int(said[0]) >= 1 and "Traceback" not in err, err[-3000:]
 
 
 @pytest.mark.slow
@@ -64,6 +112,8 @@ def test_tensorboard_logs_carry_loss_lr_throughput_and_non_pad_share(launched_ru
             "eval/loss"} <= tags
     shares = [e.value for e in events.Scalars("train/non_pad_share")]
     assert all(0 < s <= 1 for s in shares)
+    # 0.03 warmup of 2 steps is one step, counted from the first: both steps at lr 1e-2 (cosine at its start)
+    assert [e.value for e in events.Scalars("train/learning_rate")] == pytest.approx([1e-2, 1e-2])
 
 
 @pytest.mark.slow
