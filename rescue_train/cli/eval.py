@@ -50,7 +50,20 @@ def summary(results: dict) -> str:
 def run(cfg: EvalConfig) -> None:
     from ..evaluation.runner import run as evaluate
 
-    done = evaluate(cfg)
+    say(evaluate(cfg))
+
+
+def together(argvs: str) -> None:
+    """The evaluations of a JSON list of ``rescue-train eval`` argument lists, through one engine
+    (``evaluation.runner.run_together``): a cross-validation's evaluation job on one machine (``cv.plan``)."""
+    import json
+
+    from ..evaluation.runner import run_together
+
+    say(run_together([load_config(argv) for argv in json.loads(argvs)]))
+
+
+def say(done: list[dict]) -> None:
     for results in done:
         print(summary(results))
         for note in results["split"].get("fold_notes", []):

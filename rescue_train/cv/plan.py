@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import sys
 from collections import Counter
 from dataclasses import dataclass, field, fields
 from functools import partial
@@ -199,6 +200,40 @@ def fold_eval_jobs(plan: Plan) -> list[Job]:
             for fold in plan.folds]
 
 
+# The job of evaluations sharing one engine: rescue_train.cli.eval.together, given their eval arguments as JSON.
+TOGETHER = "import sys; from rescue_train.cli.eval import together; together(sys.argv[1])"
+
+
+def one_engine(plan: Plan) -> bool:
+    """Whether the evaluations share one engine: jobs that would run one after another on this machine (the local
+    executor with one slot) with a local backend. The base model is then loaded once (and, with vLLM on a GPU,
+    its CUDA graphs captured once) instead of once per fold and once for the baseline. SLURM and several local
+    slots (``launch.parallel``, several GPUs) keep one job per evaluation, which run at the same time."""
+    from ..inference.factory import backend_class
+
+    launch = plan.config.launch
+    return launch.executor == "local" and (launch.parallel or 1) == 1 and not backend_class(
+        plan.evaluation.backend).remote
+
+
+def _all_done(checks) -> bool:
+    return all(check() for check in checks)
+
+
+def sharing_one_engine(plan: Plan, jobs: list[Job]) -> list[Job]:
+    """``jobs`` (each one ``rescue-train eval``), or where :func:`one_engine` says so, those not done yet as one
+    job (:data:`TOGETHER`) whose evaluations are each the one its own job makes (run folder, records, resume)."""
+    todo = [job for job in jobs if not job.done()]
+    if not one_engine(plan) or len(todo) < 2:
+        return jobs
+    names = [job.name.removeprefix("eval ") for job in todo]
+    argvs = [list(job.steps[0].argv[4:]) for job in todo]  # what follows python -m rescue_train eval
+    log = plan.out / "logs" / f"eval_{'+'.join(name.replace(' ', '') for name in names)}.log"
+    together = one_step(f"eval {', '.join(names)}", [sys.executable, "-c", TOGETHER, json.dumps(argvs)], log,
+                        partial(_all_done, tuple(job.done for job in todo)))
+    return [job for job in jobs if job not in todo] + [together]
+
+
 def settle_baseline(plan: Plan) -> None:
     """``baseline=auto`` once the runs are trained: their base model is on this machine by then if it ever is."""
     if plan.config.baseline == "auto" and not plan.baseline and _on_this_machine(base_of_runs(plan)[0]):
@@ -257,9 +292,9 @@ def recorder(plan: Plan):
         print(f"{job.name}: finished in {seconds:.0f} s", flush=True)
         timings = read_timings(plan.out)
         instances = None
-        if job.name.startswith("eval "):
-            which = job.name.split(" ", 1)[1]
-            instances = len(plan.instances if which == ZERO_SHOT else plan.of_fold(int(which.split()[-1])))
+        if job.name.startswith("eval "):  # "eval fold 1" or, sharing one engine, "eval fold 1, fold 2, zero_shot"
+            instances = sum(len(plan.instances if which == ZERO_SHOT else plan.of_fold(int(which.split()[-1])))
+                            for which in job.name.split(" ", 1)[1].split(", "))
         timings[job.name] = {"seconds": round(seconds, 2), "instances": instances,
                              "steps": [{"argv": list(step.argv), "log": str(step.log)} for step in job.steps],
                              "executor": outcome.executor,
@@ -329,7 +364,9 @@ def describe(plan: Plan) -> str:
     else:
         lines.append(f"  no zero-shot baseline ({plan.baseline_reason})")
     lines.append(f"  evaluations: rescue-train eval run=OUT/runs/fold<F> protocol={plan.evaluation.protocol} "
-                 f"backend={plan.evaluation.backend}" + "".join(f" {a}" for a in config.eval))
+                 f"backend={plan.evaluation.backend}" + "".join(f" {a}" for a in config.eval)
+                 + ("; one engine serves them all (the base model loaded once)" if one_engine(plan) else
+                    "; one job each"))
     calls = judge_calls(plan)
     if calls is None:
         lines.append("  judge calls: none (no judge: eval.judge.backend=... eval.judge.model=... adds one)")

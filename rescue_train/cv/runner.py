@@ -22,7 +22,8 @@ from ..executor import Job, Outcome
 from ..settings import ConfigError
 from .config import CvConfig, eval_arguments, settings
 from .plan import (ZERO_SHOT, Plan, announce, describe, estimate, eval_dir, fold_eval_jobs, prepare, read_timings,
-                   recorder, run_dir, settle_baseline, trained, training_jobs, zero_shot_job)
+                   recorder, run_dir, settle_baseline, sharing_one_engine, trained, training_jobs,
+                   zero_shot_job)
 
 
 def check_settings(config: CvConfig, plan: Plan) -> str:
@@ -153,7 +154,8 @@ def cv(config: CvConfig) -> dict[str, Any]:
     settle_baseline(plan)
     if plan.baseline:  # its base model and tokenizer are the finished runs'
         evaluations.append(zero_shot_job(plan))
-    run_phase(plan, evaluations, "cv evaluations")  # phase 2: the evaluations (independent of each other)
+    # phase 2: the evaluations (independent of each other; on one machine, one engine for all)
+    run_phase(plan, sharing_one_engine(plan, evaluations), "cv evaluations")
     fold_results = {fold: _load(eval_dir(out, fold)) for fold in plan.folds}
     pooled = pooled_results(plan, fold_results, digest)
     write_json_atomic(out / "results.json", pooled)

@@ -4,6 +4,7 @@ shards are merged back. Answers that came back mostly empty are refused before a
 
 from __future__ import annotations
 
+import os
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -138,10 +139,12 @@ def merge_shards(folder: RunFolder, prediction_hash: str) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def predict_sharded(cfg: EvalConfig, spec: ModelSpec, chosen: list[Variant], data: EvalData) -> None:
-    """What every variant still lacks, predicted by ``cfg.data_parallel`` vLLM engine processes, each on its own
-    GPU group of ``tensor_parallel_size`` GPUs (on CPU, its share of the cores) and each given a contiguous share
-    of the instances (a dialogue's instances stay together for the prefix cache). The engines are jobs of
+def predict_sharded(spec: ModelSpec, planned: list[tuple[Variant, EvalData, ModelSpec]]) -> None:
+    """What every variant still lacks, each on its own instances under its own settings (``variant.cfg``),
+    predicted by ``data_parallel`` vLLM engine processes serving ``spec`` (the base model and every variant's
+    adapter; each variant's run folder keeps the identity its own evaluation's model gives it), each on its own GPU group of ``tensor_parallel_size`` GPUs (on CPU, its share of the cores). Engine
+    k is given the k-th contiguous share of every variant's instances (a dialogue's instances stay together for
+    the prefix cache), and asks each share with that variant's own adapter. The engines are jobs of
     :func:`rescue_train.executor.run_jobs` (local). Each engine writes through :func:`predict_variant` into shard
     folders that are merged into the variants' own: a kill loses nothing that finished, and a rerun, with any
     ``data_parallel``, resumes. A failed engine is reported with its log's tail, after the others finish."""
@@ -154,46 +157,47 @@ def predict_sharded(cfg: EvalConfig, spec: ModelSpec, chosen: list[Variant], dat
     from ..executor import Job, Step, run_jobs
     from ..jobs import ExecutorSettings
 
-    instances = [inst for task in cfg.tasks for inst in data.instances[task]]
+    cfg = planned[0][0].cfg  # the engine settings, which every variant shares (runner.shared_spec)
     work = []
-    for variant in chosen:
-        identity = prediction_identity(cfg, spec, variant, data)
-        folder = RunFolder(variant.output, config_hash(identity), config_hash(scoring_identity(cfg)), cfg.overwrite,
-                           identity)
+    for variant, data, own in planned:
+        identity = prediction_identity(variant.cfg, own, variant, data)
+        folder = RunFolder(variant.output, config_hash(identity), config_hash(scoring_identity(variant.cfg)),
+                           variant.cfg.overwrite, identity)
         merge_shards(folder, config_hash(identity))
         done = folder.done_predictions()
-        work.append((variant, folder, config_hash(identity), {i.id for i in instances if i.id not in done}))
+        instances = [inst for task in variant.cfg.tasks for inst in data.instances[task]]
+        work.append((folder, data, instances, config_hash(identity), {i.id for i in instances if i.id not in done}))
     total = sum(len(todo) for *_, todo in work)
     if not total:
         return
-    engines = min(cfg.data_parallel, len(instances))
-    size = math.ceil(len(instances) / engines)
-    logs = (chosen[0].output if len(chosen) == 1 else chosen[0].output.parent) / "data_parallel"
+    engines = min(cfg.data_parallel, max(len(instances) for _, _, instances, _, _ in work))
+    outputs = [variant.output for variant, _, _ in planned]
+    logs = (outputs[0] if len(outputs) == 1 else Path(os.path.commonpath(outputs))) / "data_parallel"
     logs.mkdir(parents=True, exist_ok=True)
-    shard_cfg = replace(cfg, data_parallel=1, progress=False, overwrite=False)
-    jobs, outputs = [], []
+    jobs, written = [], []
     for k in range(engines):
-        part = {i.id for i in instances[k * size:(k + 1) * size]}
         shares = []
-        for variant, _, prediction_hash, todo in work:
-            mine = part & todo
+        for (variant, _, _), (_, data, instances, prediction_hash, todo) in zip(planned, work):
+            size = math.ceil(len(instances) / engines)
+            mine = {i.id for i in instances[k * size:(k + 1) * size]} & todo
             if mine:
                 shard = Variant(variant.name, variant.adapter, variant.output / f"{SHARDS}{prediction_hash}" /
                                 f"shard{k}", variant.provenance)
+                shard.cfg = replace(variant.cfg, data_parallel=1, progress=False, overwrite=False)
                 shares.append((shard, replace(data, instances={t: [i for i in data.instances[t] if i.id in mine]
-                                                               for t in cfg.tasks})))
-                outputs.append(shard.output / "predictions.jsonl")
+                                                               for t in variant.cfg.tasks})))
+                written.append(shard.output / "predictions.jsonl")
         if not shares:
             continue
         request = logs / f"engine{k}.pickle"
-        request.write_bytes(pickle.dumps((shard_cfg, spec, shares)))
+        request.write_bytes(pickle.dumps((replace(cfg, data_parallel=1, progress=False), spec, shares)))
         jobs.append(Job(f"data-parallel engine {k}", [Step([sys.executable, "-c", ENGINE, str(request)],
                                                            logs / f"engine{k}.log")],
                         ranks=cfg.tensor_parallel_size))
     launch = ExecutorSettings("local", engines, cfg.tensor_parallel_size if visible_gpus() else 0)
-    with progress(total, f"predict ({len(jobs)} engines)", cfg.progress) as bar, _counting(bar, outputs):
+    with progress(total, f"predict ({len(jobs)} engines)", cfg.progress) as bar, _counting(bar, written):
         outcomes = run_jobs(jobs, launch, logs, title="data-parallel engines", progress=False)
-    for _, folder, prediction_hash, _ in work:
+    for folder, _, _, prediction_hash, _ in work:
         merge_shards(folder, prediction_hash)
     failed = [outcome.message for outcome in outcomes if outcome.state == "failed"]
     if failed:
@@ -228,7 +232,7 @@ def _counting(bar, outputs: list[Path]) -> Iterator[None]:
 
 def predict_shard(request: str) -> None:
     """One data-parallel engine, in the process :func:`predict_sharded` started: its share of every variant,
-    predicted through :func:`predict_variant` into that variant's shard folder (the code of one engine)."""
+    each under its own settings and adapter, predicted through :func:`predict_variant` into that variant's shard folder (the code of one engine)."""
     import pickle
 
     with open(request, "rb") as handle:
@@ -236,7 +240,7 @@ def predict_shard(request: str) -> None:
     lazy = LazyBackend(cfg, spec)
     try:
         for variant, data in jobs:
-            predict_variant(cfg, spec, variant, data, lazy)
+            predict_variant(variant.cfg, spec, variant, data, lazy)
     finally:
         lazy.close()
 

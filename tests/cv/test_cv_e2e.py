@@ -141,8 +141,13 @@ def test_a_killed_cv_resumes_without_retraining_finished_folds(finished):
     assert "train fold 1: to run" in resumed and "train fold 2: to run" in resumed
     assert "train fold 0: to run" not in resumed and "eval fold 0: to run" not in resumed
     jobs = json.loads((out / "jobs.json").read_text())
-    assert set(jobs) == {"train fold 0", "train fold 1", "train fold 2", "eval fold 0", "eval fold 1", "eval fold 2",
-                         "eval zero_shot"}
+    # The dry run evaluated fold 0 alone; the rest shared one engine (one local slot: issue 35), each evaluation
+    # into its own folder as its own job would (the SLURM test below compares a fold's records with its own job's).
+    assert set(jobs) == {"train fold 0", "train fold 1", "train fold 2", "eval fold 0", "eval fold 1, fold 2, zero_shot"}
+    assert jobs["eval fold 1, fold 2, zero_shot"]["instances"] == sum(
+        len(_results(out / "eval" / name)["records"]) for name in ("fold1", "fold2", "zero_shot"))
+    assert _commands(out / "logs" / "eval_fold1+fold2+zero_shot.log") == 1
+    assert "one engine serves them all" in resumed
     # What executed each job: a local slot, here without GPUs (one job at a time: all the CPU threads).
     from rescue_train.devices import usable_cpus
 
@@ -164,7 +169,8 @@ def test_a_killed_cv_resumes_without_retraining_finished_folds(finished):
     assert cli(["cv", *ARGV, f"output_dir={out}"]) == 0
     after = _results(out)
     assert after["aggregates"] == before["aggregates"] and after["records"] == before["records"]
-    assert _commands(out / "logs" / "train_fold1.log") == 2 and _commands(out / "logs" / "eval_fold2.log") == 1
+    assert _commands(out / "logs" / "train_fold1.log") == 2
+    assert _commands(out / "logs" / "eval_fold1+fold2+zero_shot.log") == 1
 
 
 def test_the_family_note_is_said_in_the_output_results_and_report(finished):

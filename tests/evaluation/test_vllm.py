@@ -62,14 +62,21 @@ def console(into: Path):
 
 
 @pytest.fixture(scope="module")
-def started(tiny, adapter, tmp_path_factory):
+def other_adapter(tiny, tmp_path_factory):
+    """Another fold's adapter (another seed): one engine serving both must answer each request with its own."""
+    return str(make_adapter(tiny, tmp_path_factory.mktemp("adapters") / "lora2", seed=1))
+
+
+@pytest.fixture(scope="module")
+def started(tiny, adapter, other_adapter, tmp_path_factory):
     """The module's one engine, started as an eval starts it (its output to the run's log, chatter_to) under a
     captured console: the engine and the console it showed."""
     from rescue_train.inference.vllm import VLLMBackend
 
     folder = tmp_path_factory.mktemp("console")
     with console(folder / "console.txt"), chatter_to(folder / "eval.log"):
-        backend = VLLMBackend(tiny, adapters={"lora": adapter}, dtype="float32", max_model_len=8192, progress=False)
+        backend = VLLMBackend(tiny, adapters={"lora": adapter, "lora2": other_adapter}, dtype="float32",
+                              max_model_len=8192, progress=False)
     yield backend, folder
     backend.close()
 
@@ -195,26 +202,52 @@ def _same_records(ours: list[dict], theirs: list[dict]) -> None:
 
 
 @pytest.mark.slow
-def test_two_data_parallel_engines_predict_what_one_engine_predicts(engine, tiny, adapter, tmp_path):
+def test_two_data_parallel_engines_predict_what_one_engine_predicts(engine, tiny, adapter, other_adapter, requests,
+                                                                   tmp_path):
     """data_parallel=2: two engine processes (on CPU each with its share of the cores), each predicting a share of
-    the instances of both variants, merged into each variant's one results folder: the same records as one
+    the instances of every variant, merged into each variant's one results folder: the same records as one
     engine (rankings and generated answers; log-likelihoods up to float32 rounding); a leftover shard of a killed
-    run is merged on the next, a stale one dropped."""
+    run is merged on the next, a stale one dropped.
+
+    The two engines serve a cross-validation's evaluations together (issue 35: run_together, as cv runs them on
+    one machine): the base model on everything, and two folds' adapters each on its own test fold. Every fold's
+    records are those its adapter alone gives on the one engine, and differ from the base's on the same
+    instances: no adapter request was dropped (lm-eval's data-parallel trap) or given another fold's adapter (the
+    two adapters rank differently)."""
     import json
 
+    from rescue_train.evaluation.runner import run_together
     from rescue_train.io import read_jsonl, write_jsonl_atomic
 
-    args = [f"model={tiny}", f"adapter={adapter}", "include_base=true", "backend=vllm", "dtype=float32",
-            "max_model_len=8192", "tasks=[itp,ssp,rsg]", "protocol=rank", "limit=4", "max_new_tokens=16",
-            "bertscore=none", "progress=false"]
-    one = run(load_config([*args, f"output_dir={tmp_path / 'one'}"]), backend=engine)
-    two = run(load_config([*args, "data_parallel=2", f"output_dir={tmp_path / 'two'}"]))
-    assert [r["label"] for r in two] == [r["label"] for r in one] and len(two) == 2
+    args = [f"model={tiny}", "backend=vllm", "dtype=float32", "max_model_len=8192", "tasks=[itp,ssp,rsg]",
+            "protocol=rank", "limit=4", "max_new_tokens=16", "bertscore=none", "progress=false"]
+    zero_shot = [*args, f"adapter={adapter}", "include_base=true"]  # the base (and an adapter) on everything
+    folds = {0: [*args, f"adapter={adapter}"], 1: [*args, f"adapter={other_adapter}"]}
+    folds = {k: [*a, "data.split=kfold", "data.folds=3", f"data.test_fold={k}"] for k, a in folds.items()}
+    one = run(load_config([*zero_shot, f"output_dir={tmp_path / 'one'}"]), backend=engine)
+    alone = {k: run(load_config([*a, "include_base=true", f"output_dir={tmp_path / f'alone{k}'}"]), backend=engine)
+             for k, a in folds.items()}  # [base, adapter] on fold k, one adapter loaded by name
+    together = run_together([load_config([*zero_shot, "data_parallel=2", f"output_dir={tmp_path / 'two'}"]),
+                             *(load_config([*a, "data_parallel=2", f"output_dir={tmp_path / 'two' / f'fold{k}'}"])
+                               for k, a in folds.items())])
+    two = together[:2]
+    assert [r["label"] for r in two] == [r["label"] for r in one] and len(together) == 4
     for a, b in zip(one, two):
         assert b["prediction_hash"] == a["prediction_hash"]
         _same_records(b["records"], a["records"])
         assert b["backend"]["data_parallel"] == 2 and b["backend"]["backend"] == "vllm"
-    base = tmp_path / "two" / "base"
+    for k, mine in zip(folds, together[2:]):
+        base, own = alone[k]
+        assert mine["prediction_hash"] == own["prediction_hash"] and mine["split"]["test_fold"] == k
+        assert [r["id"] for r in mine["records"]] == [r["id"] for r in base["records"]] and len(mine["records"]) == 12
+        _same_records(mine["records"], own["records"])
+        ranked = [(r, b) for r, b in zip(mine["records"], base["records"]) if r.get("loglik")]
+        assert len(ranked) == 8 and all(max(abs(r["loglik"][c] - b["loglik"][c]) for c in r["loglik"]) > 1e-3
+                                        for r, b in ranked)
+    assert {r["id"] for r in together[2]["records"]} != {r["id"] for r in together[3]["records"]}
+    lora, lora2 = engine.loglikelihood(requests[:3], adapter="lora"), engine.loglikelihood(requests[:3], adapter="lora2")
+    assert max(abs(a.logprob - b.logprob) for x, y in zip(lora, lora2) for a, b in zip(x, y)) > 0.1
+    base = tmp_path / "two" / "base"  # the base model's folder of the zero-shot evaluation
     assert not list(base.glob(".shards-*"))
     assert sorted(r["id"] for r in read_jsonl(base / "predictions.jsonl")) == sorted(r["id"] for r in one[0]["records"])
     assert (tmp_path / "two" / "data_parallel" / "engine1.log").is_file()
@@ -230,7 +263,7 @@ def test_two_data_parallel_engines_predict_what_one_engine_predicts(engine, tiny
     write_jsonl_atomic(stale / "predictions.jsonl", [{**records[0], "prediction": ["not this"]}])
     log = tmp_path / "two" / "data_parallel" / "engine0.log"
     stamp = log.stat().st_mtime_ns
-    rerun = run(load_config([*args, "data_parallel=2", f"output_dir={tmp_path / 'two'}"]))
+    rerun = run(load_config([*zero_shot, "data_parallel=2", f"output_dir={tmp_path / 'two'}"]))
     assert rerun[0]["records"] == two[0]["records"] and not list(base.glob(".shards-*"))
     assert log.stat().st_mtime_ns == stamp  # nothing was left to predict: no engine started
     assert json.loads((base / "backend.json").read_text())["data_parallel"] == 2
