@@ -8,6 +8,8 @@ import pytest
 for _name in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "HF_HUB_DISABLE_TELEMETRY"):
     os.environ.setdefault(_name, "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# --help wraps to the terminal: tests read it at one width, whatever terminal (if any) a test worker sees
+os.environ.setdefault("COLUMNS", "120")
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
 

@@ -106,7 +106,7 @@ def test_train_eval_with_judge_and_report(trained_run, tmp_path, capsys):
     text = render([results])
     pooled = text.split("#### RSG, both", 1)[1]
     human_row = next(line for line in pooled.splitlines() if line.startswith("| real therapists"))
-    assert f"| {both['human']['judge']:.2f} | 1.0000 |" in human_row
+    assert f"| {both['human']['judge']:.2f} [–] | 1.0000 [–] |" in human_row  # too few units for an interval
     assert "#### RSG, both" in text and "RSG LLM" in text
     assert report_main([str(out), "--out", str(tmp_path / "report"), "--no-plots"]) == 0
     assert "real therapists" in (tmp_path / "report" / "report.md").read_text()

@@ -6,6 +6,8 @@ else a local folder or a hub id as given."""
 from __future__ import annotations
 
 import importlib.util
+import shutil
+import tempfile
 from pathlib import Path
 
 from ..settings import names_in, read_yaml, shipped
@@ -35,10 +37,18 @@ def _dequantized_copy(module: str, gguf_file: str) -> Path:
     config.quantization_config = None
     plain = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
     plain.load_state_dict(loaded.state_dict())
-    tmp = target.with_name(target.name + ".tmp")
+    # A folder of this process's own, renamed into place whole: two processes that dequantize at once (two test
+    # workers, two runs of a comparison) each write their own, and the later one keeps the first one's.
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=target.name + ".", suffix=".tmp", dir=target.parent))
     plain.save_pretrained(tmp)
     tokenizer.save_pretrained(tmp)
-    tmp.replace(target)
+    try:
+        tmp.rename(target)
+    except OSError:
+        if not (target / "config.json").exists():
+            raise
+        shutil.rmtree(tmp)
     return target
 
 

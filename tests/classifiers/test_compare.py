@@ -58,7 +58,9 @@ def test_metrics_from_a_hand_computed_confusion():
     m = batch_metrics(gold, pred[None, None], rank[None, None], np.ones((1, 4)), 3, np.array([0, 1, 2]))
     expected = {"accuracy": 0.5, "macro_f1": (2 / 3 + 1 / 2) / 3, "balanced_accuracy": 0.5,
                 "weighted_f1": (2 * 2 / 3 + 1 / 2) / 4, "mrr": (1 + 1 / 2 + 1 + 1 / 3) / 4,
-                "head_recall": 0.5, "medium_recall": 1.0, "tail_recall": 0.0}
+                "head_recall": 0.5, "medium_recall": 1.0, "tail_recall": 0.0,
+                # the label-collapse line: 2 labels predicted, 1 of 4 and 3 of 4 -> entropy -(1/4 log2 1/4 + 3/4 log2 3/4)
+                "predicted_labels": 2.0, "prediction_entropy": 0.5 + 0.75 * np.log2(4 / 3)}
     assert {k: float(v[0]) for k, v in m.items()} == pytest.approx(expected)
     assert expected["macro_f1"] == pytest.approx(f1_score(gold, pred, average="macro"))
     assert expected["balanced_accuracy"] == pytest.approx(balanced_accuracy_score(gold, pred))
