@@ -25,7 +25,9 @@ from rescue_train.evaluation.protocols import messages  # noqa: E402
 from rescue_train.tasks import build  # noqa: E402
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
-TRAIN = ["model=tiny", "train.max_steps=2", "train.batch_size=2", "train.grad_accum=1", "train.eval_steps=0",
+# Enough steps that the adapter answers some text (after two it ended its turn at once on these prompts), and
+# an evaluation whose answers all came back empty from the server is refused (EmptyAnswers), as it should be.
+TRAIN = ["model=tiny", "train.max_steps=8", "train.batch_size=2", "train.grad_accum=1", "train.eval_steps=0",
          "train.report_to=[none]", "train.lr=1e-2"]
 
 
