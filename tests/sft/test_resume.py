@@ -25,9 +25,10 @@ from rescue_train.sft.weighting import STRATEGIES
 SHORT = ["model=tiny", "train.max_steps=14", "train.batch_size=4", "train.grad_accum=1", "train.eval_steps=3",
          "train.save_total_limit=10", "train.logging_steps=1", "train.lr=1e-2", "train.report_to=[none]"]
 # Each way a strategy shapes training once: none, drawn samples (square-root; balanced, whose epoch end is checked
-# too) and answer-token weights; inverse_freq is sqrt_weights' mechanism with other weights, and sampling with
-# weights at once is the kill -9 test's.
-KINDS = ("none", "sqrt_sampling", "balanced_sampling", "sqrt_weights")
+# too), answer-token weights and a loss over the candidate answers (balanced_softmax; logit_adjusted and
+# candidate_ce are its mechanism with another prior term); inverse_freq is sqrt_weights' mechanism with other
+# weights, sampling with weights at once is the kill -9 test's, and posthoc_la trains nothing.
+KINDS = ("none", "sqrt_sampling", "balanced_sampling", "sqrt_weights", "balanced_softmax")
 CASES = {name: ("stp_lora", [f"balance.strategy={name}"]) for name in KINDS}
 # Two tasks mixed 3:1 (draws by mixing weight), two batches per step: 88 instances, 11 steps per epoch.
 CASES["mixing"] = ("stp_lora", ["tasks={stp: 3.0, itp: 1.0}", "train.grad_accum=2", "train.eval_steps=4"])
@@ -35,7 +36,8 @@ CASES["mixing"] = ("stp_lora", ["tasks={stp: 3.0, itp: 1.0}", "train.grad_accum=
 
 def test_every_strategy_has_its_kind_resumed():
     """A new strategy fails here until a resume test covers its mechanism."""
-    assert set(STRATEGIES) - set(KINDS) == {"inverse_freq", "sqrt_sampling_sqrt_weights"}
+    assert set(STRATEGIES) - set(KINDS) == {"inverse_freq", "sqrt_sampling_sqrt_weights", "logit_adjusted",
+                                            "candidate_ce", "posthoc_la"}
 
 
 def adapter_bytes(run_dir: Path) -> bytes:
@@ -92,7 +94,7 @@ def test_a_run_resumed_after_a_checkpoint_writes_the_uninterrupted_runs_adapter(
         assert provenance["global_step"] == state["global_step"]
         assert adapter_bytes(resumed) == adapter_bytes(uninterrupted), f"resumed from step {step}"
         # weighted draws are length-grouped by default (the order a resumed run must rebuild)
-        assert provenance["batching"] == ("shuffled" if case in ("none", "sqrt_weights") else "length_grouped")
+        assert provenance["batching"] == ("shuffled" if case in ("none", "sqrt_weights", "balanced_softmax") else "length_grouped")
         assert 0 < provenance["non_pad_share"] <= 1
         assert_covers_the_run(provenance, state, step)
 
