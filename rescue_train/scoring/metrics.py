@@ -87,13 +87,17 @@ def _judged(scores: Sequence[dict[str, Any]], prefix: str = "judge_") -> bool:
     return bool(scores) and all(s.get(f"{prefix}status") for s in scores)
 
 
+def check_on_failure(on_failure: str) -> None:
+    if on_failure not in JUDGE_ON_FAILURE:
+        raise ValueError(f"judge.on_failure must be one of {', '.join(JUDGE_ON_FAILURE)}, got {on_failure!r}")
+
+
 def _verdict_values(scores: Sequence[dict[str, Any]], prefix: str = "judge_", on_failure: str = "floor"
                     ) -> list[float | None]:
     """Per record, the judge's score under ``prefix``: a readable verdict gives its score (a prediction that
     did not parse was given the bottom of the scale without a call); an unreadable verdict the bottom of the
     scale (``floor``) or None, out of the mean (``exclude``); None where the judge did not run."""
-    if on_failure not in JUDGE_ON_FAILURE:
-        raise ValueError(f"judge.on_failure must be one of {', '.join(JUDGE_ON_FAILURE)}, got {on_failure!r}")
+    check_on_failure(on_failure)
     values: list[float | None] = []
     for s in scores:
         status = s.get(f"{prefix}status")
@@ -377,8 +381,7 @@ def aggregate(task: str, records: Sequence[dict], label_spaces: dict[str, Sequen
     """Metrics per scope (couple, family, both); scopes without instances are left out.
     ``label_spaces`` (scenario -> labels) orders per-class results; the union serves 'both'.
     ``judge_on_failure``: what an unreadable judge verdict counts as (``floor`` or ``exclude``)."""
-    if judge_on_failure not in JUDGE_ON_FAILURE:
-        raise ValueError(f"judge.on_failure must be one of {', '.join(JUDGE_ON_FAILURE)}, got {judge_on_failure!r}")
+    check_on_failure(judge_on_failure)
     out: dict[str, dict[str, Any]] = {}
     for scope in SCOPES:
         chosen = [r for r in records if scope == "both" or r["scenario"] == scope]
